@@ -1,0 +1,25 @@
+load("@rules_cc//cc:defs.bzl", "cc_library")
+
+package(default_visibility = ["//visibility:public"])
+
+# ATen, c10 and the c10d/pickler headers: what engine code includes.
+cc_library(
+    name = "libtorch",
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"]),
+    includes = ["include"],
+    linkopts = [
+        "-L%{lib_dir}",
+        "-Wl,-rpath,%{lib_dir}",
+        "-ltorch",
+        "-ltorch_cpu",
+        "-lc10",
+    ],
+)
+
+# The C++ frontend (torch/torch.h: nn, optim). Costly to compile: use only
+# where modules or optimizers are really used.
+cc_library(
+    name = "frontend",
+    includes = ["include/torch/csrc/api/include"],
+    deps = [":libtorch"],
+)

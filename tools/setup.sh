@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what dist-engine needs on Debian 12. Idempotent: when every package
+# is present it only checks and returns in about a second.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap bazel-rules-java bazel-rules-proto bazel-platforms
+  g++ libtorch-dev libgtest-dev librapidcheck-dev
+  libopenmpi-dev openmpi-bin libgloo-dev
+  libopenblas0-serial nlohmann-json3-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
