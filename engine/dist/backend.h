@@ -1,0 +1,73 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/dist/reduce_op.h"
+#include "engine/dist/work.h"
+
+namespace engine::dist {
+
+// What every backend (simulator, MPI, Gloo, NCCL) promises.
+//
+// Ranks and roots here are ranks *within this backend's group*, 0..size()-1;
+// the dist layer maps global ranks to them.
+//
+// Order: every rank of the group issues the same collectives in the same
+// order. A backend that can check this (the simulator always; real backends in
+// debug mode) raises CollectiveMismatch on every rank instead of hanging.
+//
+// Tensors: the dist layer hands over dense, contiguous tensors of one dtype
+// and device; lists hold size() tensors of one shape unless a method says
+// otherwise. The tensors stay alive and untouched by the caller until the
+// returned Work completed.
+//
+// In place: all_reduce and broadcast write `tensor` (broadcast only on
+// non-roots); reduce writes `tensor` on the root only and leaves the other
+// ranks' tensors as they were; the output arguments of the others are written
+// on the ranks that receive (gather: root only).
+//
+// Errors: argument errors throw InvalidArgument at the call. Failures of the
+// operation (mismatch, timeout, a failed peer) come from Work::wait.
+//
+// Threads: one thread per rank at a time calls a backend; calls from several
+// threads of one rank must be serialized by the caller.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;
+
+  virtual WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) = 0;
+  virtual WorkPtr broadcast(at::Tensor& tensor, int root) = 0;
+  virtual WorkPtr reduce(at::Tensor& tensor, int root, ReduceOp op) = 0;
+  // outputs[r] receives rank r's input.
+  virtual WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) = 0;
+  // Like all_gather, but only the root's `outputs` are written; elsewhere they
+  // are ignored (may be empty).
+  virtual WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) = 0;
+  // Rank r's output receives the root's inputs[r]; `inputs` matter on the root only.
+  virtual WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) = 0;
+  // Rank r's output = reduction over all ranks of their inputs[r].
+  virtual WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                                 ReduceOp op) = 0;
+  // Rank r's outputs[s] receives rank s's inputs[r]. All tensors share one shape.
+  virtual WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
+                             const std::vector<at::Tensor>& inputs) = 0;
+  virtual WorkPtr barrier() = 0;
+  // Point to point; a send matches the recv with the same (src, dst, tag), in order.
+  virtual WorkPtr send(const at::Tensor& tensor, int dst, int tag) = 0;
+  virtual WorkPtr recv(at::Tensor& tensor, int src, int tag) = 0;
+
+  // Collective over this group: every rank calls it with the same sorted,
+  // distinct `ranks` (ranks of this group). Returns the new group's backend on
+  // its members and nullptr elsewhere.
+  virtual std::shared_ptr<Backend> split(const std::vector<int>& ranks) = 0;
+};
+
+}  // namespace engine::dist

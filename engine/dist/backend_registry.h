@@ -1,0 +1,41 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/dist/backend.h"
+
+namespace engine::dist {
+
+// What a backend needs to connect one process to the others.
+struct BackendOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr;  // rendezvous host (rank 0 hosts the store there)
+  int master_port = 29500;  // mmengine/torchrun default
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);  // torch.distributed default
+};
+
+using BackendFactory = std::function<std::shared_ptr<Backend>(const BackendOptions&)>;
+
+// Backends plug in by name; engine/dist knows none of them. Registering a
+// name twice throws InvalidArgument. Thread-safe.
+void register_backend(const std::string& name, BackendFactory factory);
+
+// Throws InvalidArgument listing the available names if `name` is unknown.
+std::shared_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options);
+
+// Sorted names of the backends built into this binary.
+std::vector<std::string> available_backends();
+
+// Registers a backend from a static initializer in the backend's own .cc file.
+struct BackendRegistration {
+  BackendRegistration(const std::string& name, BackendFactory factory) {
+    register_backend(name, std::move(factory));
+  }
+};
+
+}  // namespace engine::dist

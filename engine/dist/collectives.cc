@@ -1,0 +1,295 @@
+#include "engine/dist/collectives.h"
+
+#include <ATen/ATen.h>
+
+#include <memory>
+
+#include "engine/dist/context.h"
+#include "engine/dist/describe.h"
+#include "engine/dist/errors.h"
+#include "engine/dist/reduce_op.h"
+
+namespace engine::dist {
+namespace {
+
+// The group one call runs on, resolved once.
+struct Call {
+  const Group* group;  // nullptr when not initialised
+  int rank;            // global rank, for messages
+  const char* name;
+
+  bool trivial() const { return group == nullptr || group->size() == 1; }
+  int size() const { return group ? group->size() : 1; }
+  int my_group_rank() const { return group ? group->rank() : 0; }
+  Backend& backend() const { return group->backend(); }
+
+  [[noreturn]] void invalid(const std::string& what) const {
+    throw InvalidArgument(on_rank(rank, std::string(name) + ": " + what));
+  }
+
+  // The group rank of the global rank `root`.
+  int root(int global_root) const {
+    if (group) return group->group_rank_of(global_root);
+    if (global_root != 0) invalid("root " + std::to_string(global_root) + " does not exist: not distributed, only rank 0 does");
+    return 0;
+  }
+
+  void check_dense(const at::Tensor& t, const char* what) const {
+    if (!t.defined()) invalid(std::string(what) + " is an undefined tensor");
+    if (t.layout() != at::kStrided) invalid(std::string(what) + " must be a dense (strided) tensor");
+  }
+
+  void check_like(const at::Tensor& t, const at::Tensor& like, const char* what) const {
+    check_dense(t, what);
+    if (t.scalar_type() != like.scalar_type() || t.sizes() != like.sizes() || t.device() != like.device()) {
+      invalid(std::string(what) + " holds a " + describe(t) + " tensor where " + describe(like) +
+              " is needed: every tensor of the call needs the same dtype, shape and device");
+    }
+  }
+
+  void check_list(const std::vector<at::Tensor>& list, const at::Tensor& like, const char* what) const {
+    if (static_cast<int>(list.size()) != size()) {
+      invalid(std::string(what) + " holds " + std::to_string(list.size()) + " tensors; the group has " +
+              std::to_string(size()) + " ranks: pass one per rank");
+    }
+    for (const auto& t : list) check_like(t, like, what);
+  }
+};
+
+Call resolve(const GroupPtr& group, const char* name) {
+  Context* context = current_context();
+  const Group* g = group ? group.get() : (context ? context->default_group.get() : nullptr);
+  const int rank = context ? context->default_group->my_global_rank() : 0;
+  if (g) g->backend();  // throws InvalidArgument on a non-member
+  return Call{g, rank, name};
+}
+
+// A contiguous stand-in for the caller's tensor, and the way back into it.
+struct Staged {
+  at::Tensor user;
+  at::Tensor work;
+  explicit Staged(const at::Tensor& t) : user(t), work(t.contiguous()) {}
+  void write_back() {
+    if (!work.is_same(user)) user.copy_(work);
+  }
+};
+
+std::vector<at::Tensor> contiguous_all(const std::vector<at::Tensor>& list) {
+  std::vector<at::Tensor> out;
+  out.reserve(list.size());
+  for (const auto& t : list) out.push_back(t.contiguous());
+  return out;
+}
+
+std::vector<at::Tensor> empty_list(int n, const at::Tensor& like) {
+  std::vector<at::Tensor> out;
+  for (int i = 0; i < n; ++i) out.push_back(at::empty(like.sizes(), like.options()));
+  return out;
+}
+
+void divide_for_mean(at::Tensor& t, int n) {
+  if (c10::isIntegralType(t.scalar_type(), /*includeBool=*/false)) {
+    t.div_(n, "trunc");
+  } else {
+    t.div_(n);
+  }
+}
+
+}  // namespace
+
+WorkPtr all_reduce_async(at::Tensor& data, const std::string& op, const GroupPtr& group) {
+  const Call call = resolve(group, "all_reduce");
+  call.check_dense(data, "data");
+  const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank);
+  if (call.trivial()) return completed_work();
+  auto staged = std::make_shared<Staged>(data);
+  const int n = call.size();
+  return then(call.backend().all_reduce(staged->work, spec.op), [staged, spec, n] {
+    if (spec.mean) divide_for_mean(staged->work, n);
+    staged->write_back();
+  });
+}
+
+WorkPtr all_gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data,
+                         const GroupPtr& group) {
+  const Call call = resolve(group, "all_gather");
+  call.check_dense(data, "data");
+  if (call.trivial()) {
+    outputs = {data};
+    return completed_work();
+  }
+  const at::Tensor input = data.contiguous();
+  outputs = empty_list(call.size(), input);
+  return then(call.backend().all_gather(outputs, input), [input] {});
+}
+
+WorkPtr gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data, int dst,
+                     const GroupPtr& group) {
+  const Call call = resolve(group, "gather");
+  call.check_dense(data, "data");
+  const int root = call.root(dst);
+  if (call.trivial()) {
+    outputs = {data};
+    return completed_work();
+  }
+  const at::Tensor input = data.contiguous();
+  outputs = call.my_group_rank() == root ? empty_list(call.size(), input) : std::vector<at::Tensor>{};
+  return then(call.backend().gather(outputs, input, root), [input] {});
+}
+
+WorkPtr broadcast_async(at::Tensor& data, int src, const GroupPtr& group) {
+  const Call call = resolve(group, "broadcast");
+  call.check_dense(data, "data");
+  const int root = call.root(src);
+  if (call.trivial()) return completed_work();
+  auto staged = std::make_shared<Staged>(data);
+  return then(call.backend().broadcast(staged->work, root), [staged] { staged->write_back(); });
+}
+
+WorkPtr reduce_async(at::Tensor& data, int dst, const std::string& op, const GroupPtr& group) {
+  const Call call = resolve(group, "reduce");
+  call.check_dense(data, "data");
+  const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank);
+  const int root = call.root(dst);
+  if (call.trivial()) return completed_work();
+  auto staged = std::make_shared<Staged>(data);
+  const bool is_root = call.my_group_rank() == root;
+  const int n = call.size();
+  return then(call.backend().reduce(staged->work, root, spec.op), [staged, spec, is_root, n] {
+    if (!is_root) return;
+    if (spec.mean) divide_for_mean(staged->work, n);
+    staged->write_back();
+  });
+}
+
+WorkPtr scatter_async(at::Tensor& data, const std::vector<at::Tensor>& scatter_list, int src,
+                      const GroupPtr& group) {
+  const Call call = resolve(group, "scatter");
+  call.check_dense(data, "data");
+  const int root = call.root(src);
+  const bool is_root = call.my_group_rank() == root;
+  if (is_root) call.check_list(scatter_list, data, "scatter_list");
+  if (call.trivial()) {
+    data.copy_(scatter_list[0]);
+    return completed_work();
+  }
+  auto staged = std::make_shared<Staged>(data);
+  const auto inputs = is_root ? contiguous_all(scatter_list) : std::vector<at::Tensor>{};
+  return then(call.backend().scatter(staged->work, inputs, root),
+              [staged, inputs] { staged->write_back(); });
+}
+
+WorkPtr reduce_scatter_async(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                             const std::string& op, const GroupPtr& group) {
+  const Call call = resolve(group, "reduce_scatter");
+  call.check_dense(output, "output");
+  const ReduceSpec spec = parse_reduce_op(op, output.scalar_type(), call.rank);
+  call.check_list(inputs, output, "inputs");
+  if (call.trivial()) {
+    output.copy_(inputs[0]);
+    return completed_work();
+  }
+  auto staged = std::make_shared<Staged>(output);
+  const auto contiguous_inputs = contiguous_all(inputs);
+  const int n = call.size();
+  return then(call.backend().reduce_scatter(staged->work, contiguous_inputs, spec.op),
+              [staged, contiguous_inputs, spec, n] {
+                if (spec.mean) divide_for_mean(staged->work, n);
+                staged->write_back();
+              });
+}
+
+WorkPtr all_to_all_async(std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                         const GroupPtr& group) {
+  const Call call = resolve(group, "all_to_all");
+  if (inputs.empty()) call.invalid("inputs is empty: pass one tensor per rank");
+  call.check_list(inputs, inputs[0], "inputs");
+  call.check_list(outputs, inputs[0], "outputs");
+  if (call.trivial()) {
+    outputs[0].copy_(inputs[0]);
+    return completed_work();
+  }
+  auto staged = std::make_shared<std::vector<Staged>>(outputs.begin(), outputs.end());
+  std::vector<at::Tensor> work_outputs;
+  for (auto& s : *staged) work_outputs.push_back(s.work);
+  const auto contiguous_inputs = contiguous_all(inputs);
+  return then(call.backend().all_to_all(work_outputs, contiguous_inputs),
+              [staged, contiguous_inputs] {
+                for (auto& s : *staged) s.write_back();
+              });
+}
+
+WorkPtr barrier_async(const GroupPtr& group) {
+  const Call call = resolve(group, "barrier");
+  if (call.trivial()) return completed_work();
+  return call.backend().barrier();
+}
+
+WorkPtr send_async(const at::Tensor& data, int dst, int tag, const GroupPtr& group) {
+  const Call call = resolve(group, "send");
+  call.check_dense(data, "data");
+  if (call.trivial()) call.invalid("needs a group of two or more ranks");
+  const int peer = call.root(dst);
+  if (peer == call.my_group_rank()) call.invalid("a rank cannot send to itself");
+  const at::Tensor input = data.contiguous();
+  return then(call.backend().send(input, peer, tag), [input] {});
+}
+
+WorkPtr recv_async(at::Tensor& data, int src, int tag, const GroupPtr& group) {
+  const Call call = resolve(group, "recv");
+  call.check_dense(data, "data");
+  if (call.trivial()) call.invalid("needs a group of two or more ranks");
+  const int peer = call.root(src);
+  if (peer == call.my_group_rank()) call.invalid("a rank cannot receive from itself");
+  auto staged = std::make_shared<Staged>(data);
+  return then(call.backend().recv(staged->work, peer, tag), [staged] { staged->write_back(); });
+}
+
+void all_reduce(at::Tensor& data, const std::string& op, const GroupPtr& group) {
+  all_reduce_async(data, op, group)->wait();
+}
+
+std::vector<at::Tensor> all_gather(const at::Tensor& data, const GroupPtr& group) {
+  std::vector<at::Tensor> outputs;
+  all_gather_async(outputs, data, group)->wait();
+  return outputs;
+}
+
+std::vector<at::Tensor> gather(const at::Tensor& data, int dst, const GroupPtr& group) {
+  std::vector<at::Tensor> outputs;
+  gather_async(outputs, data, dst, group)->wait();
+  return outputs;
+}
+
+void broadcast(at::Tensor& data, int src, const GroupPtr& group) {
+  broadcast_async(data, src, group)->wait();
+}
+
+void reduce(at::Tensor& data, int dst, const std::string& op, const GroupPtr& group) {
+  reduce_async(data, dst, op, group)->wait();
+}
+
+void scatter(at::Tensor& data, const std::vector<at::Tensor>& scatter_list, int src,
+             const GroupPtr& group) {
+  scatter_async(data, scatter_list, src, group)->wait();
+}
+
+void reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                    const std::string& op, const GroupPtr& group) {
+  reduce_scatter_async(output, inputs, op, group)->wait();
+}
+
+void all_to_all(std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                const GroupPtr& group) {
+  all_to_all_async(outputs, inputs, group)->wait();
+}
+
+void send(const at::Tensor& data, int dst, int tag, const GroupPtr& group) {
+  send_async(data, dst, tag, group)->wait();
+}
+
+void recv(at::Tensor& data, int src, int tag, const GroupPtr& group) {
+  recv_async(data, src, tag, group)->wait();
+}
+
+}  // namespace engine::dist

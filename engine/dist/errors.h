@@ -1,0 +1,45 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace engine::dist {
+
+// Every error the engine raises derives from DistError. A message says what
+// happened, on which rank(s), and what to do about it.
+class DistError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A caller passed something the operation cannot accept (unknown reduce op,
+// root outside the group, wrong tensor count, unsupported dtype...).
+class InvalidArgument : public DistError {
+ public:
+  using DistError::DistError;
+};
+
+// Ranks made different calls where the same call was required (kind, dtype,
+// shape, reduce op, root, group or sequence number). The message lists the
+// call of every rank.
+class CollectiveMismatch : public DistError {
+ public:
+  using DistError::DistError;
+};
+
+// A wait ran past its deadline; the message names the ranks that never came.
+class Timeout : public DistError {
+ public:
+  using DistError::DistError;
+};
+
+// Another rank failed (threw, crashed); this rank cannot go on with it.
+class PeerFailure : public DistError {
+ public:
+  using DistError::DistError;
+};
+
+// "[rank 3] " + what: the prefix every engine message starts with.
+std::string on_rank(int rank, const std::string& what);
+
+}  // namespace engine::dist

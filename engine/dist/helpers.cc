@@ -1,0 +1,233 @@
+#include "engine/dist/helpers.h"
+
+#include <ATen/ATen.h>
+#include <stdlib.h>
+#include <torch/csrc/utils/tensor_flatten.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <set>
+
+#include "engine/dist/collectives.h"
+#include "engine/dist/describe.h"
+#include "engine/dist/errors.h"
+#include "engine/dist/info.h"
+#include "engine/dist/objects.h"
+#include "engine/dist/pickle.h"
+#include "engine/dist/reduce_op.h"
+
+namespace engine::dist {
+namespace fs = std::filesystem;
+namespace {
+
+int first_rank_of(const GroupPtr& group) { return group ? group->global_rank_of(0) : 0; }
+
+// "key: Float[2, 3]" for every entry, in key order.
+std::vector<std::string> entry_signatures(const std::map<std::string, at::Tensor>& data) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : data) {
+    out.push_back(key + ": " + std::string(c10::toString(value.scalar_type())) + describe(value.sizes()));
+  }
+  return out;
+}
+
+// Raises CollectiveMismatch on every rank when the ranks' entries differ.
+// Costs one all_gather of one integer per rank when they agree.
+void check_same_entries(const std::map<std::string, at::Tensor>& data, const GroupPtr& group) {
+  const std::vector<std::string> mine = entry_signatures(data);
+  std::string joined;
+  for (const auto& s : mine) joined += s + "\n";
+  const auto digest = static_cast<int64_t>(std::hash<std::string>{}(joined));
+  const std::vector<at::Tensor> digests = all_gather(at::full({1}, digest, at::kLong), group);
+  if (at::cat(digests).eq(digest).all().item<bool>()) return;
+
+  std::vector<std::set<std::string>> per_rank;
+  for (const auto& value : all_gather_object(c10::List<std::string>(mine), group)) {
+    const auto list = value.toList();
+    std::set<std::string> entries;
+    for (const auto& entry : list) entries.insert(entry.get().toStringRef());
+    per_rank.push_back(std::move(entries));
+  }
+  std::string message = "all_reduce_dict: ranks hold different keys, shapes or dtypes";
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    std::string odd;
+    for (const auto& entry : per_rank[r]) {
+      for (const auto& other : per_rank) {
+        if (!other.count(entry)) {
+          odd += (odd.empty() ? "" : "; ") + entry;
+          break;
+        }
+      }
+    }
+    message += "\n  rank " + std::to_string(r) + " alone or with some: " + (odd.empty() ? "(none)" : odd);
+  }
+  throw CollectiveMismatch(on_rank(get_rank(), message + "\nPass the same keys with the same shapes and "
+                                                         "dtypes on every rank."));
+}
+
+void reduce_coalesced(const std::vector<at::Tensor>& bucket, const std::string& op,
+                      const GroupPtr& group) {
+  at::Tensor flat = torch::utils::flatten_dense_tensors(bucket);
+  all_reduce(flat, op, group);
+  const auto synced = torch::utils::unflatten_dense_tensors(flat, bucket);
+  for (size_t i = 0; i < bucket.size(); ++i) bucket[i].copy_(synced[i]);
+}
+
+// mmengine's _take_tensors: per dtype, in order, buckets closed once they
+// reach `limit_bytes` (no limit when <= 0).
+std::vector<std::vector<at::Tensor>> buckets_of(const std::vector<at::Tensor>& params,
+                                                int64_t limit_bytes) {
+  std::vector<std::vector<at::Tensor>> closed;
+  std::map<c10::ScalarType, std::pair<std::vector<at::Tensor>, int64_t>> open;
+  for (const auto& p : params) {
+    auto& [bucket, bytes] = open[p.scalar_type()];
+    bucket.push_back(p);
+    bytes += p.numel() * p.element_size();
+    if (limit_bytes > 0 && bytes >= limit_bytes) {
+      closed.push_back(std::move(bucket));
+      bucket.clear();
+      bytes = 0;
+    }
+  }
+  for (auto& [dtype, entry] : open) {
+    if (!entry.first.empty()) closed.push_back(std::move(entry.first));
+  }
+  return closed;
+}
+
+std::vector<c10::IValue> merge_round_robin(const std::vector<std::vector<c10::IValue>>& parts,
+                                           int64_t size) {
+  std::vector<c10::IValue> out;
+  size_t longest = 0;
+  for (const auto& part : parts) longest = std::max(longest, part.size());
+  for (size_t i = 0; i < longest && static_cast<int64_t>(out.size()) < size; ++i) {
+    for (const auto& part : parts) {
+      if (i < part.size() && static_cast<int64_t>(out.size()) < size) out.push_back(part[i]);
+    }
+  }
+  return out;
+}
+
+std::vector<c10::IValue> to_vector(const c10::IValue& list) {
+  const auto ref = list.toListRef();
+  return std::vector<c10::IValue>(ref.begin(), ref.end());
+}
+
+c10::IValue to_list(const std::vector<c10::IValue>& values) {
+  c10::impl::GenericList list(c10::AnyType::get());
+  for (const auto& v : values) list.push_back(v);
+  return list;
+}
+
+std::string make_unique_dir(const std::optional<std::string>& tmpdir) {
+  const fs::path base = tmpdir ? fs::path(*tmpdir) : fs::temp_directory_path();
+  fs::create_directories(base);
+  std::string pattern = (base / "collect_results_XXXXXX").string();
+  if (!mkdtemp(pattern.data())) {
+    throw DistError(on_rank(get_rank(), "collect_results cannot create a folder in " + base.string() +
+                                            ": check that it is writable or pass another tmpdir"));
+  }
+  return pattern;
+}
+
+void write_file(const fs::path& path, const at::Tensor& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(bytes.data_ptr()), bytes.numel());
+  out.close();
+  if (!out) {
+    throw DistError(on_rank(get_rank(), "collect_results cannot write " + path.string() +
+                                            ": check free space and permissions of tmpdir"));
+  }
+}
+
+at::Tensor read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.eof() && !in) throw DistError("collect_results cannot read " + path.string());
+  at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
+  return out;
+}
+
+std::optional<std::vector<c10::IValue>> collect_through_files(
+    const std::vector<c10::IValue>& part, int64_t size, const std::optional<std::string>& tmpdir) {
+  const int rank = get_rank();
+  std::vector<c10::IValue> dir = {rank == 0 ? c10::IValue(make_unique_dir(tmpdir)) : c10::IValue()};
+  broadcast_object_list(dir, 0);
+  const fs::path folder = dir[0].toStringRef();
+  write_file(folder / ("part_" + std::to_string(rank) + ".pkl"), pickle(to_list(part)));
+  barrier();
+  if (rank != 0) return std::nullopt;
+  std::vector<std::vector<c10::IValue>> parts;
+  for (int r = 0; r < get_world_size(); ++r) {
+    const fs::path path = folder / ("part_" + std::to_string(r) + ".pkl");
+    parts.push_back(to_vector(unpickle(read_file(path), path.string())));
+  }
+  fs::remove_all(folder);
+  return merge_round_robin(parts, size);
+}
+
+}  // namespace
+
+int64_t sync_random_seed(const GroupPtr& group) {
+  std::random_device device;
+  const int64_t draw = std::uniform_int_distribution<int64_t>(0, (int64_t{1} << 31) - 1)(device);
+  if (get_world_size(group) == 1) return draw;
+  at::Tensor seed = at::full({1}, draw, at::kLong);
+  broadcast(seed, first_rank_of(group), group);
+  return seed.item<int64_t>();
+}
+
+void all_reduce_dict(std::map<std::string, at::Tensor>& data, const std::string& op,
+                     const GroupPtr& group) {
+  for (const auto& [key, value] : data) parse_reduce_op(op, value.scalar_type(), get_rank());
+  if (get_world_size(group) == 1) return;
+  check_same_entries(data, group);
+  if (data.empty()) return;
+  std::vector<at::Tensor> values;
+  for (const auto& [key, value] : data) values.push_back(value);
+  at::Tensor flat = torch::utils::flatten_dense_tensors(values);
+  all_reduce(flat, op, group);
+  int64_t offset = 0;
+  for (auto& [key, value] : data) {
+    const int64_t n = value.numel();
+    value = flat.narrow(0, offset, n).view(value.sizes());
+    offset += n;
+  }
+}
+
+void all_reduce_params(const std::vector<at::Tensor>& params, bool coalesce, int bucket_size_mb,
+                       const std::string& op, const GroupPtr& group) {
+  for (const auto& p : params) parse_reduce_op(op, p.scalar_type(), get_rank());
+  if (get_world_size(group) == 1) return;
+  if (!coalesce) {
+    for (auto p : params) all_reduce(p, op, group);
+    return;
+  }
+  for (const auto& bucket : buckets_of(params, int64_t{bucket_size_mb} * 1024 * 1024)) {
+    reduce_coalesced(bucket, op, group);
+  }
+}
+
+std::optional<std::vector<c10::IValue>> collect_results(const std::vector<c10::IValue>& part,
+                                                        int64_t size, const std::string& device,
+                                                        const std::optional<std::string>& tmpdir) {
+  if (device != "cpu" && device != "gpu") {
+    throw InvalidArgument(on_rank(get_rank(), "collect_results: device must be \"cpu\" (through "
+                                              "files) or \"gpu\" (through all_gather), got \"" +
+                                                  device + "\""));
+  }
+  if (size < 0) {
+    throw InvalidArgument(on_rank(get_rank(), "collect_results: size must be >= 0, got " + std::to_string(size)));
+  }
+  if (get_world_size() == 1) return merge_round_robin({part}, size);
+  if (device == "cpu") return collect_through_files(part, size, tmpdir);
+  std::vector<std::vector<c10::IValue>> parts;
+  for (const auto& value : all_gather_object(to_list(part))) parts.push_back(to_vector(value));
+  if (get_rank() != 0) return std::nullopt;
+  return merge_round_robin(parts, size);
+}
+
+}  // namespace engine::dist

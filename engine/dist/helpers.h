@@ -1,0 +1,49 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/dist/group.h"
+
+// mmengine.dist's higher-level helpers.
+namespace engine::dist {
+
+// A seed in [0, 2^31) drawn on rank 0 and shared with every rank.
+int64_t sync_random_seed(const GroupPtr& group = nullptr);
+
+// All-reduces every value of `data` in one collective: keys sorted, values
+// flattened into one buffer (dtypes promoted as torch.cat does, so mixed
+// int/float values come back float), reduced, split back into `data`.
+// Ranks whose keys, shapes or dtypes differ get CollectiveMismatch on every
+// rank, naming the differing keys (mmengine hangs there).
+void all_reduce_dict(std::map<std::string, at::Tensor>& data, const std::string& op = "sum",
+                     const GroupPtr& group = nullptr);
+
+// All-reduces parameters in place. coalesce: flatten into buckets first
+// (bucket_size_mb > 0: buckets of at most that size per dtype; -1: one bucket
+// per dtype) - the same result as reducing tensor by tensor.
+void all_reduce_params(const std::vector<at::Tensor>& params, bool coalesce = true,
+                       int bucket_size_mb = -1, const std::string& op = "sum",
+                       const GroupPtr& group = nullptr);
+
+// Collects every rank's results on rank 0, in dataset order for a sampler that
+// gives rank r the indices r, r+ws, r+2ws...: rank0[0], rank1[0], ...,
+// rank0[1], ... (parts may differ in length), cut to `size`. Other ranks get
+// std::nullopt. Not distributed: the part, cut to `size`.
+//
+// device "cpu": through files in `tmpdir` (which must be on a filesystem all
+// ranks share; default: a new folder under the system temp dir, fine on one
+// node). Each call works in a fresh sub-folder that it removes afterwards;
+// `tmpdir` itself is never deleted. device "gpu": through all_gather_object.
+// None results are kept in place.
+std::optional<std::vector<c10::IValue>> collect_results(
+    const std::vector<c10::IValue>& part, int64_t size, const std::string& device = "cpu",
+    const std::optional<std::string>& tmpdir = std::nullopt);
+
+}  // namespace engine::dist

@@ -1,0 +1,70 @@
+#include "engine/dist/objects.h"
+
+#include <ATen/ATen.h>
+
+#include "engine/dist/collectives.h"
+#include "engine/dist/info.h"
+#include "engine/dist/pickle.h"
+
+namespace engine::dist {
+namespace {
+
+// Every rank's buffer padded to the longest one: collectives move equal shapes.
+// The first 8 bytes carry the real length.
+at::Tensor framed(const c10::IValue& data, const GroupPtr& group) {
+  const at::Tensor payload = pickle(data);
+  at::Tensor longest = at::full({1}, payload.numel(), at::kLong);
+  all_reduce(longest, "max", group);
+  at::Tensor frame = at::zeros({8 + longest.item<int64_t>()}, at::kByte);
+  const int64_t length = payload.numel();
+  std::memcpy(frame.data_ptr(), &length, 8);
+  frame.narrow(0, 8, length).copy_(payload);
+  return frame;
+}
+
+c10::IValue unframe(const at::Tensor& frame, int rank) {
+  int64_t length = 0;
+  std::memcpy(&length, frame.data_ptr(), 8);
+  return unpickle(frame.narrow(0, 8, length), "the object of rank " + std::to_string(rank));
+}
+
+std::vector<c10::IValue> unframe_all(const std::vector<at::Tensor>& frames) {
+  std::vector<c10::IValue> out;
+  for (size_t r = 0; r < frames.size(); ++r) out.push_back(unframe(frames[r], static_cast<int>(r)));
+  return out;
+}
+
+}  // namespace
+
+std::vector<c10::IValue> all_gather_object(const c10::IValue& data, const GroupPtr& group) {
+  if (get_world_size(group) == 1) return {data};
+  return unframe_all(all_gather(framed(data, group), group));
+}
+
+std::optional<std::vector<c10::IValue>> gather_object(const c10::IValue& data, int dst,
+                                                      const GroupPtr& group) {
+  if (get_world_size(group) == 1) return std::vector<c10::IValue>{data};
+  const std::vector<at::Tensor> frames = gather(framed(data, group), dst, group);
+  if (frames.empty()) return std::nullopt;
+  return unframe_all(frames);
+}
+
+void broadcast_object_list(std::vector<c10::IValue>& data, int src, const GroupPtr& group) {
+  if (get_world_size(group) == 1) return;
+  const bool is_src = get_rank() == src;
+  at::Tensor payload;
+  if (is_src) {
+    c10::impl::GenericList list(c10::AnyType::get());
+    for (const auto& value : data) list.push_back(value);
+    payload = pickle(list);
+  }
+  at::Tensor length = at::full({1}, is_src ? payload.numel() : 0, at::kLong);
+  broadcast(length, src, group);
+  if (!is_src) payload = at::empty({length.item<int64_t>()}, at::kByte);
+  broadcast(payload, src, group);
+  if (is_src) return;
+  const c10::IValue list = unpickle(payload, "the object list of rank " + std::to_string(src));
+  data.assign(list.toListRef().begin(), list.toListRef().end());
+}
+
+}  // namespace engine::dist

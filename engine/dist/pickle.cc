@@ -1,0 +1,28 @@
+#include "engine/dist/pickle.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include "engine/dist/errors.h"
+
+namespace engine::dist {
+
+at::Tensor pickle(const c10::IValue& value) {
+  const std::vector<char> bytes = torch::jit::pickle_save(value);
+  at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
+  return out;
+}
+
+c10::IValue unpickle(const at::Tensor& bytes, const std::string& what) {
+  const at::Tensor flat = bytes.contiguous();
+  const char* begin = static_cast<const char*>(flat.data_ptr());
+  try {
+    return torch::jit::pickle_load(std::vector<char>(begin, begin + flat.numel()));
+  } catch (const std::exception& e) {
+    throw DistError(what + " is not a valid pickle (" + std::to_string(flat.numel()) +
+                    " bytes): " + e.what());
+  }
+}
+
+}  // namespace engine::dist

@@ -1,0 +1,15 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <string>
+
+namespace engine::dist {
+
+// An IValue as a 1-D uint8 tensor in the torch.save format, and back.
+// unpickle throws DistError naming `what` when the bytes are not a pickle.
+at::Tensor pickle(const c10::IValue& value);
+c10::IValue unpickle(const at::Tensor& bytes, const std::string& what);
+
+}  // namespace engine::dist

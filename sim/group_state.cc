@@ -1,0 +1,167 @@
+#include "sim/group_state.h"
+
+#include <cstring>
+
+#include "engine/dist/describe.h"
+#include "engine/dist/errors.h"
+#include "sim/world_state.h"
+
+namespace sim {
+namespace {
+
+// Below this many bytes per rank the last arrival moves all data itself.
+constexpr int64_t kSmallPayloadBytes = 64 * 1024;
+
+}  // namespace
+
+using engine::dist::on_rank;
+
+GroupState::GroupState(WorldState& world, std::string name, std::vector<int> global_ranks)
+    : world_(world), name_(std::move(name)), global_ranks_(std::move(global_ranks)) {
+  calls_.resize(size());
+  arrival_.here.resize(size());
+  departure_.here.resize(size());
+}
+
+void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, int rank,
+                        const std::string& where, bool abortable,
+                        const std::function<void()>& on_last) {
+  const uint64_t generation = barrier.generation;
+  barrier.here[rank] = true;
+  if (++barrier.arrived == size()) {
+    lock.unlock();
+    on_last();
+    lock.lock();
+    barrier.arrived = 0;
+    barrier.here.assign(size(), false);
+    ++barrier.generation;
+    for (int r = 0; r < size(); ++r) world_.release(global_ranks_[r]);
+    world_.notify();
+    return;
+  }
+  world_.wait(lock, WorldState::Wait{
+                        global_ranks_[rank], where,
+                        [&] { return barrier.generation != generation; },
+                        [&] {
+                          std::vector<int> missing;
+                          if (!abortable) return missing;
+                          for (int r = 0; r < size(); ++r) {
+                            if (!barrier.here[r]) missing.push_back(global_ranks_[r]);
+                          }
+                          return missing;
+                        },
+                        [&] {
+                          barrier.here[rank] = false;
+                          --barrier.arrived;
+                        }});
+}
+
+std::string GroupState::mismatch_message(const std::string& intro) const {
+  std::string message = intro + " on group " + name_ + ":";
+  for (int r = 0; r < size(); ++r) {
+    message += "\n  rank " + std::to_string(global_ranks_[r]) + ": " + calls_[r]->describe();
+  }
+  return message;
+}
+
+GroupState::Verdict GroupState::judge(const std::function<std::string(const Calls&)>& check) const {
+  Verdict verdict;
+  for (int r = 1; r < size(); ++r) {
+    if (!calls_[r]->same_call(*calls_[0])) {
+      verdict.mismatch = mismatch_message("ranks called different collectives") +
+                         "\nMake every rank of the group issue the same collectives (kind, dtype, "
+                         "shape, op, root) in the same order" + world_.tag();
+      return verdict;
+    }
+  }
+  const std::string problem = check(calls_);
+  if (!problem.empty()) {
+    verdict.mismatch = mismatch_message(problem) + world_.tag();
+    verdict.invalid = true;
+  }
+  return verdict;
+}
+
+void GroupState::collective(int rank, const CallRecord& call,
+                            const std::function<std::string(const Calls&)>& check,
+                            const Task& task) {
+  const std::string where = call.describe() + " on group " + name_;
+  const int me = global_ranks_[rank];
+  std::unique_lock<std::mutex> lock(world_.mutex());
+  world_.check_no_failure(me, where);
+  world_.enter(me, where);
+  calls_[rank] = &call;
+  arrive(lock, arrival_, rank, where, /*abortable=*/true, [&] {
+    verdict_ = judge(check);
+    verdict_.moved = verdict_.mismatch.empty() && call.payload_bytes() <= kSmallPayloadBytes;
+    if (verdict_.moved) {
+      for (int k = 0; k < size(); ++k) task(k, calls_);
+    }
+  });
+  const Verdict verdict = verdict_;
+  if (!verdict.mismatch.empty()) {
+    world_.leave(me);
+    if (verdict.invalid) throw engine::dist::InvalidArgument(on_rank(me, verdict.mismatch));
+    throw engine::dist::CollectiveMismatch(on_rank(me, verdict.mismatch));
+  }
+  if (!verdict.moved) {
+    lock.unlock();
+    task(rank, calls_);
+    lock.lock();
+    arrive(lock, departure_, rank, where, /*abortable=*/false, [] {});
+  }
+  world_.leave(me);
+}
+
+void GroupState::send(int rank, const CallRecord& call, int dst, int tag) {
+  const std::string where = call.describe() + " to rank " + std::to_string(global_ranks_[dst]) +
+                            " on group " + name_;
+  const int me = global_ranks_[rank];
+  std::unique_lock<std::mutex> lock(world_.mutex());
+  world_.check_no_failure(me, where);
+  world_.enter(me, where);
+  PendingSend pending{&call};
+  auto& queue = mailbox_[{rank, dst, tag}];
+  queue.push_back(&pending);
+  world_.notify();
+  world_.wait(lock, WorldState::Wait{
+                        me, where, [&] { return pending.done; },
+                        [&] { return pending.taken ? std::vector<int>{} : std::vector<int>{global_ranks_[dst]}; },
+                        [&] { queue.erase(std::find(queue.begin(), queue.end(), &pending)); }});
+  world_.leave(me);
+  if (!pending.mismatch.empty()) throw engine::dist::CollectiveMismatch(on_rank(me, pending.mismatch));
+}
+
+void GroupState::recv(int rank, const CallRecord& call, int src, int tag) {
+  const std::string where = call.describe() + " from rank " + std::to_string(global_ranks_[src]) +
+                            " on group " + name_;
+  const int me = global_ranks_[rank];
+  std::unique_lock<std::mutex> lock(world_.mutex());
+  world_.check_no_failure(me, where);
+  world_.enter(me, where);
+  auto& queue = mailbox_[{src, rank, tag}];
+  world_.wait(lock, WorldState::Wait{me, where, [&] { return !queue.empty(); },
+                                     [&] { return std::vector<int>{global_ranks_[src]}; }, [] {}});
+  PendingSend* pending = queue.front();
+  queue.pop_front();
+  pending->taken = true;
+  const CallRecord& sent = *pending->call;
+  if (sent.dtype != call.dtype || sent.tensor.numel() != call.tensor.numel()) {
+    pending->mismatch = "send/recv mismatch on group " + name_ + " (tag " + std::to_string(tag) +
+                        "): rank " + std::to_string(global_ranks_[src]) + " sends " + sent.describe() +
+                        ", rank " + std::to_string(me) + " receives into " + call.describe() +
+                        "\nSend and receive the same dtype and element count" + world_.tag();
+  } else {
+    lock.unlock();
+    std::memcpy(call.tensor.data_ptr(), sent.tensor.data_ptr(), call.tensor.nbytes());
+    lock.lock();
+  }
+  const std::string mismatch = pending->mismatch;
+  pending->done = true;
+  world_.release(global_ranks_[src]);
+  world_.notify();
+  world_.leave(me);
+  if (!mismatch.empty()) throw engine::dist::CollectiveMismatch(on_rank(me, mismatch));
+}
+
+}  // namespace sim

@@ -1,0 +1,82 @@
+#include "sim/reduce_kernel.h"
+
+#include <ATen/Dispatch.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <cmath>
+#include <type_traits>
+
+namespace sim {
+namespace {
+
+using engine::dist::ReduceOp;
+
+template <typename T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(v);
+  } else if constexpr (std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>) {
+    return std::isnan(static_cast<float>(v));
+  } else {
+    return false;
+  }
+}
+
+// The loops are kept trivial so that the compiler vectorizes them.
+template <typename T, typename F>
+void apply(T* __restrict acc, const T* __restrict src, int64_t count, F f) {
+  for (int64_t i = 0; i < count; ++i) acc[i] = f(acc[i], src[i]);
+}
+
+template <typename T>
+void reduce_typed(T* acc, const T* src, int64_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      if constexpr (std::is_same_v<T, bool>) {
+        return apply(acc, src, count, [](bool a, bool b) { return a || b; });
+      } else {
+        return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a + b); });
+      }
+    case ReduceOp::kProduct:
+      if constexpr (std::is_same_v<T, bool>) {
+        return apply(acc, src, count, [](bool a, bool b) { return a && b; });
+      } else {
+        return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a * b); });
+      }
+    case ReduceOp::kMin:
+      return apply(acc, src, count, [](T a, T b) { return (is_nan(a) || a < b) ? a : b; });
+    case ReduceOp::kMax:
+      return apply(acc, src, count, [](T a, T b) { return (is_nan(a) || a > b) ? a : b; });
+    case ReduceOp::kBand:
+    case ReduceOp::kBor:
+    case ReduceOp::kBxor:
+      if constexpr (std::is_integral_v<T>) {
+        if (op == ReduceOp::kBand) return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a & b); });
+        if (op == ReduceOp::kBor) return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a | b); });
+        return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a ^ b); });
+      }
+      return;
+  }
+}
+
+bool is_bitwise(ReduceOp op) {
+  return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
+}
+
+}  // namespace
+
+bool can_reduce(c10::ScalarType dtype, ReduceOp op) {
+  const bool integral = c10::isIntegralType(dtype, /*includeBool=*/true);
+  const bool floating = dtype == c10::kFloat || dtype == c10::kDouble || dtype == c10::kHalf ||
+                        dtype == c10::kBFloat16;
+  return integral || (floating && !is_bitwise(op));
+}
+
+void reduce_into(void* acc, const void* src, int64_t count, c10::ScalarType dtype, ReduceOp op) {
+  AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, dtype, "sim_reduce", [&] {
+    reduce_typed(static_cast<scalar_t*>(acc), static_cast<const scalar_t*>(src), count, op);
+  });
+}
+
+}  // namespace sim

@@ -1,0 +1,46 @@
+#include "sim/world.h"
+
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "engine/dist/context.h"
+#include "engine/dist/errors.h"
+#include "sim/sim_backend.h"
+#include "sim/world_state.h"
+
+namespace sim {
+
+World::World(int world_size, WorldOptions options) : size_(world_size), options_(options) {
+  if (world_size < 1) {
+    throw engine::dist::InvalidArgument("sim::World needs at least one rank, got " +
+                                        std::to_string(world_size));
+  }
+}
+
+void World::run(const std::function<void(int rank)>& body) {
+  auto state = std::make_shared<WorldState>(size_, options_);
+  std::vector<int> everyone(size_);
+  std::iota(everyone.begin(), everyone.end(), 0);
+  const auto world_group = state->group("world", everyone);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size_; ++rank) {
+    threads.emplace_back([&, rank] {
+      std::seed_seq seeds{options_.seed, static_cast<uint64_t>(rank)};
+      auto rng = std::make_shared<std::mt19937_64>(seeds);
+      try {
+        engine::dist::ScopedThreadContext context(
+            std::make_shared<SimBackend>(state, world_group, rank, rng));
+        body(rank);
+        state->rank_exited(rank);
+      } catch (...) {
+        state->rank_failed(rank, std::current_exception());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  if (state->first_failure()) std::rethrow_exception(state->first_failure());
+}
+
+}  // namespace sim

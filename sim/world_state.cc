@@ -1,0 +1,132 @@
+#include "sim/world_state.h"
+
+#include <algorithm>
+
+#include "engine/dist/describe.h"
+#include "engine/dist/errors.h"
+#include "sim/group_state.h"
+
+namespace sim {
+
+using engine::dist::on_rank;
+
+WorldState::WorldState(int size, WorldOptions options)
+    : size_(size), options_(std::move(options)), ranks_(size) {}
+
+std::string WorldState::tag() const {
+  return " (sim seed=" + std::to_string(options_.seed) + ", world size " + std::to_string(size_) + ")";
+}
+
+void WorldState::enter(int rank, const std::string& where) { ranks_[rank].where = where; }
+
+void WorldState::leave(int rank) { ranks_[rank].where = "after " + ranks_[rank].where; }
+
+void WorldState::release(int rank) {
+  if (ranks_[rank].status == Status::kBlocked) ranks_[rank].status = Status::kRunning;
+}
+
+void WorldState::check_no_failure(int rank, const std::string& where) const {
+  if (!first_failure_) return;
+  throw engine::dist::PeerFailure(on_rank(
+      rank, "rank " + std::to_string(failed_rank_) + " failed, so " + where +
+                " cannot complete; see rank " + std::to_string(failed_rank_) + "'s error" + tag()));
+}
+
+bool WorldState::everyone_stuck() const {
+  bool anyone_blocked = false;
+  for (const auto& info : ranks_) {
+    if (info.status == Status::kRunning) return false;
+    anyone_blocked |= info.status == Status::kBlocked;
+  }
+  return anyone_blocked;
+}
+
+std::string WorldState::describe_rank(int rank) const {
+  const RankInfo& info = ranks_[rank];
+  const std::string who = "rank " + std::to_string(rank);
+  const std::string where = info.where.empty() ? "before its first call" : info.where;
+  switch (info.status) {
+    case Status::kRunning: return who + " is running its own code (" + where + ")";
+    case Status::kBlocked: return who + " waits in " + where;
+    case Status::kExited: return who + " has returned from its body (" + where + ")";
+    case Status::kFailed: return who + " has failed (" + where + ")";
+  }
+  return who;
+}
+
+void WorldState::declare_deadlock() {
+  std::string message = "deadlock: every live rank waits and no call can complete - the ranks' calls "
+                        "do not match up:";
+  for (int r = 0; r < size_; ++r) message += "\n  " + describe_rank(r);
+  message += "\nMake every rank of a group issue the same collectives in the same order" + tag();
+  deadlock_message_ = message;
+  ++deadlock_epoch_;
+  cv_.notify_all();
+}
+
+void WorldState::fail_wait(const Wait& w, std::exception_ptr error) {
+  w.abort();
+  ranks_[w.rank].status = Status::kRunning;
+  std::rethrow_exception(error);
+}
+
+void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
+  if (w.ready()) return;
+  ranks_[w.rank].status = Status::kBlocked;
+  const uint64_t epoch = deadlock_epoch_;
+  if (everyone_stuck()) declare_deadlock();
+  auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  while (!w.ready()) {
+    if (first_failure_) {
+      try {
+        check_no_failure(w.rank, w.where);
+      } catch (...) {
+        fail_wait(w, std::current_exception());
+      }
+    }
+    if (deadlock_epoch_ != epoch) {
+      fail_wait(w, std::make_exception_ptr(
+                       engine::dist::CollectiveMismatch(on_rank(w.rank, deadlock_message_))));
+    }
+    if (cv_.wait_until(lock, deadline) != std::cv_status::timeout || w.ready()) continue;
+    std::vector<int> missing = w.missing();
+    if (missing.empty()) {  // everyone arrived; the last one is still moving data
+      deadline = std::chrono::steady_clock::now() + options_.timeout;
+      continue;
+    }
+    std::string message = w.where + " timed out after " + std::to_string(options_.timeout.count()) +
+                          " ms waiting for rank(s) " + engine::dist::describe_ranks(missing) + ":";
+    for (const int r : missing) message += "\n  " + describe_rank(r);
+    message += "\nFind why they did not arrive (a hang, a skipped call) or raise the timeout" + tag();
+    fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, message))));
+  }
+}
+
+void WorldState::rank_exited(int rank) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ranks_[rank].status = Status::kExited;
+  if (everyone_stuck()) declare_deadlock();
+}
+
+void WorldState::rank_failed(int rank, std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ranks_[rank].status = Status::kFailed;
+  if (!first_failure_) {
+    first_failure_ = error;
+    failed_rank_ = rank;
+  }
+  cv_.notify_all();
+}
+
+std::shared_ptr<GroupState> WorldState::group(const std::string& key,
+                                              const std::vector<int>& global_ranks) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& slot = groups_[key];
+  if (!slot) {
+    slot = std::make_shared<GroupState>(*this, "[" + engine::dist::describe_ranks(global_ranks) + "]",
+                                        global_ranks);
+  }
+  return slot;
+}
+
+}  // namespace sim

@@ -1,0 +1,94 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sim/world.h"
+
+namespace sim {
+
+class GroupState;
+
+// What every thread-rank of one World shares: one mutex and condition
+// variable for all waits, what each rank is doing, the first failure, and the
+// groups. One lock keeps the bookkeeping simple and the waits exact; the
+// critical sections are short and data moves outside it.
+//
+// Waiting never spins: a rank blocks on the condition variable until the rank
+// that unblocks it calls release() and notify().
+class WorldState {
+ public:
+  WorldState(int size, WorldOptions options);
+
+  int size() const { return size_; }
+  const WorldOptions& options() const { return options_; }
+  std::mutex& mutex() { return mutex_; }
+
+  struct Wait {
+    int rank;                                   // global rank that waits
+    std::string where;                          // "all_reduce #3 (sum, Float[4]) on group [0-3]"
+    std::function<bool()> ready;                // true once it may go on
+    std::function<std::vector<int>()> missing;  // global ranks still owing their part
+    std::function<void()> abort;                // undoes this rank's arrival
+  };
+
+  // Blocks (with `lock` on mutex()) until w.ready(). Throws PeerFailure once a
+  // rank failed, CollectiveMismatch when every live rank waits and none can go
+  // on (a deadlock: calls that cannot match up), Timeout when ranks owed their
+  // part longer than options().timeout. Calls w.abort() before throwing.
+  void wait(std::unique_lock<std::mutex>& lock, const Wait& w);
+
+  // Marks a waiting rank as able to go on (with the lock held; then notify()).
+  void release(int rank);
+  void notify() { cv_.notify_all(); }
+
+  // Throws PeerFailure if some rank failed (with the lock held).
+  void check_no_failure(int rank, const std::string& where) const;
+
+  // Where `rank` is: set on entering and leaving a call (with the lock held).
+  void enter(int rank, const std::string& where);
+  void leave(int rank);
+
+  void rank_exited(int rank);
+  void rank_failed(int rank, std::exception_ptr error);
+  std::exception_ptr first_failure() const { return first_failure_; }
+
+  // The group state for `key` (shared by its members), created on first use.
+  // Takes the lock itself.
+  std::shared_ptr<GroupState> group(const std::string& key, const std::vector<int>& global_ranks);
+
+  // " (sim seed=N, world size W)": the tail of every simulator message.
+  std::string tag() const;
+
+ private:
+  enum class Status { kRunning, kBlocked, kExited, kFailed };
+  struct RankInfo {
+    Status status = Status::kRunning;
+    std::string where;  // current call, or the last one when running user code
+  };
+
+  bool everyone_stuck() const;
+  void declare_deadlock();
+  std::string describe_rank(int rank) const;
+  [[noreturn]] void fail_wait(const Wait& w, std::exception_ptr error);
+
+  const int size_;
+  const WorldOptions options_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<RankInfo> ranks_;
+  std::exception_ptr first_failure_;
+  int failed_rank_ = -1;
+  uint64_t deadlock_epoch_ = 0;
+  std::string deadlock_message_;
+  std::map<std::string, std::shared_ptr<GroupState>> groups_;
+};
+
+}  // namespace sim

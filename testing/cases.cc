@@ -1,0 +1,119 @@
+#include "testing/cases.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstring>
+#include <ostream>
+
+namespace cases {
+namespace {
+
+bool is_bitwise(const std::string& op) { return op == "band" || op == "bor" || op == "bxor"; }
+
+rc::Gen<std::vector<int64_t>> shape_gen() {
+  auto small = rc::gen::container<std::vector<int64_t>>(*rc::gen::inRange<size_t>(0, 4),
+                                                        rc::gen::inRange<int64_t>(0, 7));
+  // Past the simulator's 64 KiB threshold even for uint8: the parallel path.
+  auto large = rc::gen::map(rc::gen::inRange<int64_t>(70000, 140000),
+                            [](int64_t n) { return std::vector<int64_t>{n}; });
+  return rc::gen::weightedOneOf<std::vector<int64_t>>({{4, small}, {1, large}});
+}
+
+// [low, high) of the values for `op`, chosen so that any reduction over up to
+// 8 ranks is exact in every dtype of all_dtypes().
+std::pair<int64_t, int64_t> value_range(const std::string& op, c10::ScalarType dtype) {
+  if (dtype == c10::kBool) return {0, 2};
+  const bool is_unsigned = dtype == c10::kByte;
+  if (op == "min" || op == "max") return is_unsigned ? std::make_pair(0, 201) : std::make_pair(-100, 101);
+  if (is_bitwise(op)) return {0, 256};
+  return is_unsigned ? std::make_pair(0, 9) : std::make_pair(-8, 9);
+}
+
+}  // namespace
+
+std::vector<c10::ScalarType> all_dtypes() {
+  return {c10::kFloat, c10::kDouble, c10::kBFloat16, c10::kInt, c10::kLong, c10::kByte, c10::kBool};
+}
+
+std::vector<c10::ScalarType> dtypes_for(const std::string& op) {
+  std::vector<c10::ScalarType> out;
+  for (const auto dtype : all_dtypes()) {
+    if (is_bitwise(op) && c10::isFloatingType(dtype)) continue;
+    if (op == "mean" && dtype == c10::kBool) continue;
+    out.push_back(dtype);
+  }
+  return out;
+}
+
+rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops) {
+  return rc::gen::exec([ops] {
+    TensorCase c;
+    c.world_size = *rc::gen::inRange(1, 9);
+    c.op = ops.empty() ? "" : *rc::gen::elementOf(ops);
+    c.dtype = *rc::gen::elementOf(c.op.empty() ? all_dtypes() : dtypes_for(c.op));
+    c.shape = *shape_gen();
+    c.contiguous = *rc::gen::arbitrary<bool>();
+    c.root = *rc::gen::inRange(0, c.world_size);
+    c.data_seed = *rc::gen::arbitrary<uint32_t>();
+    c.sim_seed = *rc::gen::arbitrary<uint32_t>();
+    return c;
+  });
+}
+
+void showValue(const TensorCase& c, std::ostream& os) {
+  os << "{world_size=" << c.world_size << " op='" << c.op << "' dtype=" << c10::toString(c.dtype)
+     << " shape=" << at::IntArrayRef(c.shape) << " contiguous=" << c.contiguous << " root=" << c.root
+     << " data_seed=" << c.data_seed << " sim_seed=" << c.sim_seed << "}";
+}
+
+at::Tensor input_for(const TensorCase& c, int rank, int salt) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(c.data_seed * 1000003 + rank * 7919 + salt);
+  const std::string op = c.op;
+  if (op == "product" && c.dtype != c10::kBool) {
+    // Factors of +-1 and +-2: every product is a power of two.
+    const at::Tensor factors = c.dtype == c10::kByte ? at::tensor({1, 2}, at::kLong)
+                                                     : at::tensor({-2, -1, 1, 2}, at::kLong);
+    const at::Tensor index = at::randint(0, factors.numel(), c.shape, generator, at::kLong);
+    return factors.index_select(0, index.flatten()).view(c.shape).to(c.dtype);
+  }
+  const auto [low, high] = value_range(op, c.dtype);
+  return at::randint(low, high, c.shape, generator, at::kLong).to(c.dtype);
+}
+
+at::Tensor laid_out(const at::Tensor& values, bool contiguous) {
+  if (contiguous) return values.clone();
+  std::vector<int64_t> padded = values.sizes().vec();
+  padded.push_back(2);
+  at::Tensor strided = at::zeros(padded, values.options()).select(-1, 0);
+  strided.copy_(values);
+  return strided;
+}
+
+at::Tensor reduce_reference(const std::vector<at::Tensor>& inputs, const std::string& op) {
+  at::Tensor acc = inputs[0].clone();
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    const at::Tensor& x = inputs[i];
+    if (op == "sum" || op == "mean") acc = at::add(acc, x);
+    if (op == "product") acc = at::mul(acc, x);
+    if (op == "min") acc = at::minimum(acc, x);
+    if (op == "max") acc = at::maximum(acc, x);
+    if (op == "band") acc = at::bitwise_and(acc, x);
+    if (op == "bor") acc = at::bitwise_or(acc, x);
+    if (op == "bxor") acc = at::bitwise_xor(acc, x);
+  }
+  if (op == "mean") {
+    const auto n = static_cast<int64_t>(inputs.size());
+    acc = c10::isIntegralType(acc.scalar_type(), false) ? acc.div(n, "trunc") : acc.div(n);
+  }
+  return acc;
+}
+
+bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  const at::Tensor ca = a.contiguous();
+  const at::Tensor cb = b.contiguous();
+  return ca.nbytes() == 0 || std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
+}
+
+}  // namespace cases

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <rapidcheck.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+// Property-test cases whose results are exact, their inputs, and the serial
+// reference they are compared with.
+namespace cases {
+
+struct TensorCase {
+  int world_size = 1;
+  std::string op;  // reduce op name; "" for data-movement collectives
+  c10::ScalarType dtype = c10::kFloat;
+  std::vector<int64_t> shape;
+  bool contiguous = true;
+  int root = 0;
+  uint64_t data_seed = 0;  // fills the inputs
+  uint64_t sim_seed = 0;   // drives the simulator
+};
+
+// Every dtype the suites cover, and those that `op` accepts.
+std::vector<c10::ScalarType> all_dtypes();
+std::vector<c10::ScalarType> dtypes_for(const std::string& op);
+
+// World sizes 1-8; shapes from empty to past the simulator's parallel-path
+// threshold; every root; contiguous or strided.
+rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops);
+
+// Rank `rank`'s input: values small enough for every reduction over 8 ranks
+// to be exact in every dtype (for example sums of integers in [-8, 8]).
+at::Tensor input_for(const TensorCase& c, int rank, int salt = 0);
+
+// `values` laid out as the case asks: contiguous, or a strided view.
+at::Tensor laid_out(const at::Tensor& values, bool contiguous);
+
+// The serial reduction of `inputs` in rank order, with `op`'s semantics
+// (mean: sum, then division; integers truncated toward zero).
+at::Tensor reduce_reference(const std::vector<at::Tensor>& inputs, const std::string& op);
+
+// Same dtype, shape and bytes (so NaN equals NaN and -0 differs from 0).
+bool bit_equal(const at::Tensor& a, const at::Tensor& b);
+
+}  // namespace cases
