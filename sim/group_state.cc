@@ -1,5 +1,6 @@
 #include "sim/group_state.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/dist/describe.h"
@@ -113,28 +114,49 @@ void GroupState::collective(int rank, const CallRecord& call,
   world_.leave(me);
 }
 
-void GroupState::send(int rank, const CallRecord& call, int dst, int tag) {
-  const std::string where = call.describe() + " to rank " + std::to_string(global_ranks_[dst]) +
-                            " on group " + name_;
+std::string GroupState::p2p_where(const CallRecord& call, const char* direction, int peer) const {
+  return call.describe() + direction + std::to_string(global_ranks_[peer]) + " on group " + name_;
+}
+
+std::shared_ptr<GroupState::PendingSend> GroupState::post_send(int rank, CallRecord call, int dst,
+                                                               int tag) {
+  auto pending = std::make_shared<PendingSend>(PendingSend{std::move(call), rank, dst, tag});
   const int me = global_ranks_[rank];
-  std::unique_lock<std::mutex> lock(world_.mutex());
-  world_.check_no_failure(me, where);
-  world_.enter(me, where);
-  PendingSend pending{&call};
-  auto& queue = mailbox_[{rank, dst, tag}];
-  queue.push_back(&pending);
+  std::lock_guard<std::mutex> lock(world_.mutex());
+  world_.check_no_failure(me, p2p_where(pending->call, " to rank ", dst));
+  mailbox_[{rank, dst, tag}].push_back(pending);
   world_.notify();
+  return pending;
+}
+
+bool GroupState::send_done(const PendingSend& pending) {
+  std::lock_guard<std::mutex> lock(world_.mutex());
+  return pending.done;
+}
+
+void GroupState::wait_send(const std::shared_ptr<PendingSend>& pending,
+                           std::chrono::milliseconds timeout) {
+  const int me = global_ranks_[pending->rank];
+  const std::string where = p2p_where(pending->call, " to rank ", pending->dst);
+  std::unique_lock<std::mutex> lock(world_.mutex());
+  world_.enter(me, where);
+  auto& queue = mailbox_[{pending->rank, pending->dst, pending->tag}];
   world_.wait(lock, WorldState::Wait{
-                        me, where, [&] { return pending.done; },
-                        [&] { return pending.taken ? std::vector<int>{} : std::vector<int>{global_ranks_[dst]}; },
-                        [&] { queue.erase(std::find(queue.begin(), queue.end(), &pending)); }});
+                        me, where, [&] { return pending->done; },
+                        [&] {
+                          return pending->taken ? std::vector<int>{}
+                                                : std::vector<int>{global_ranks_[pending->dst]};
+                        },
+                        [&] { queue.erase(std::find(queue.begin(), queue.end(), pending)); },
+                        timeout});
   world_.leave(me);
-  if (!pending.mismatch.empty()) throw engine::dist::CollectiveMismatch(on_rank(me, pending.mismatch));
+  if (!pending->mismatch.empty()) {
+    throw engine::dist::CollectiveMismatch(on_rank(me, pending->mismatch));
+  }
 }
 
 void GroupState::recv(int rank, const CallRecord& call, int src, int tag) {
-  const std::string where = call.describe() + " from rank " + std::to_string(global_ranks_[src]) +
-                            " on group " + name_;
+  const std::string where = p2p_where(call, " from rank ", src);
   const int me = global_ranks_[rank];
   std::unique_lock<std::mutex> lock(world_.mutex());
   world_.check_no_failure(me, where);
@@ -142,10 +164,10 @@ void GroupState::recv(int rank, const CallRecord& call, int src, int tag) {
   auto& queue = mailbox_[{src, rank, tag}];
   world_.wait(lock, WorldState::Wait{me, where, [&] { return !queue.empty(); },
                                      [&] { return std::vector<int>{global_ranks_[src]}; }, [] {}});
-  PendingSend* pending = queue.front();
+  const std::shared_ptr<PendingSend> pending = queue.front();
   queue.pop_front();
   pending->taken = true;
-  const CallRecord& sent = *pending->call;
+  const CallRecord& sent = pending->call;
   if (sent.dtype != call.dtype || sent.tensor.numel() != call.tensor.numel()) {
     pending->mismatch = "send/recv mismatch on group " + name_ + " (tag " + std::to_string(tag) +
                         "): rank " + std::to_string(global_ranks_[src]) + " sends " + sent.describe() +

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <chrono>
 #include <deque>
+#include <memory>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -43,8 +45,21 @@ class GroupState {
   void collective(int rank, const CallRecord& call,
                   const std::function<std::string(const Calls&)>& check, const Task& task);
 
-  // Blocking point to point: send returns once the receiver copied the data.
-  void send(int rank, const CallRecord& call, int dst, int tag);
+  // Point to point. A send is posted at once and completes when the receiver
+  // has copied the data (so "send to each other, then receive" works as on
+  // real backends); a receive blocks until its send is posted and copies it.
+  struct PendingSend {
+    CallRecord call;
+    int rank;  // sender's group rank
+    int dst;
+    int tag;
+    bool taken = false;
+    bool done = false;
+    std::string mismatch;
+  };
+  std::shared_ptr<PendingSend> post_send(int rank, CallRecord call, int dst, int tag);
+  bool send_done(const PendingSend& pending);
+  void wait_send(const std::shared_ptr<PendingSend>& pending, std::chrono::milliseconds timeout);
   void recv(int rank, const CallRecord& call, int src, int tag);
 
  private:
@@ -58,18 +73,12 @@ class GroupState {
     bool invalid = false;  // the mismatch is an argument error, not a desync
     bool moved = false;    // the last arrival already moved the data
   };
-  struct PendingSend {
-    const CallRecord* call;
-    bool taken = false;
-    bool done = false;
-    std::string mismatch;
-  };
-
   // Arrives at `barrier` and waits for the others; the last arrival runs
   // `on_last` without the lock, then releases them. `abortable`: whether the
   // wait may give up (peer failure, deadlock, timeout) while ranks are missing.
   void arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, int rank,
               const std::string& where, bool abortable, const std::function<void()>& on_last);
+  std::string p2p_where(const CallRecord& call, const char* direction, int peer) const;
   Verdict judge(const std::function<std::string(const Calls&)>& check) const;
   std::string mismatch_message(const std::string& intro) const;
 
@@ -80,7 +89,7 @@ class GroupState {
   Barrier arrival_;
   Barrier departure_;
   Verdict verdict_;
-  std::map<std::tuple<int, int, int>, std::deque<PendingSend*>> mailbox_;  // (src, dst, tag)
+  std::map<std::tuple<int, int, int>, std::deque<std::shared_ptr<PendingSend>>> mailbox_;  // (src, dst, tag)
 };
 
 }  // namespace sim

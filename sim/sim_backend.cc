@@ -224,11 +224,45 @@ WorkPtr SimBackend::barrier() {
   return run([&] { group_->collective(rank_, call, no_check, [](int, const Calls&) {}); });
 }
 
+// The Work of a posted send: completes once the receiver copied the data.
+class SendWork : public engine::dist::Work {
+ public:
+  SendWork(std::shared_ptr<GroupState> group, std::shared_ptr<GroupState::PendingSend> pending)
+      : group_(std::move(group)), pending_(std::move(pending)) {}
+
+  bool is_completed() override { return group_->send_done(*pending_); }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    if (!error_ && !waited_) {
+      try {
+        group_->wait_send(pending_, timeout);
+      } catch (const engine::dist::DistError&) {
+        error_ = std::current_exception();
+      }
+      waited_ = true;
+    }
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  std::exception_ptr exception() override { return error_; }
+
+ private:
+  std::shared_ptr<GroupState> group_;
+  std::shared_ptr<GroupState::PendingSend> pending_;
+  bool waited_ = false;
+  std::exception_ptr error_;
+};
+
 WorkPtr SimBackend::send(const at::Tensor& tensor, int dst, int tag) {
   check_root(dst);
   CallRecord call = record("send", tensor);
   call.tensor = tensor;
-  return run([&] { group_->send(rank_, call, dst, tag); });
+  jitter();
+  try {
+    return std::make_shared<SendWork>(group_, group_->post_send(rank_, std::move(call), dst, tag));
+  } catch (const engine::dist::DistError&) {
+    return engine::dist::completed_work(std::current_exception());
+  }
 }
 
 WorkPtr SimBackend::recv(at::Tensor& tensor, int src, int tag) {

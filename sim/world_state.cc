@@ -75,7 +75,8 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
   ranks_[w.rank].status = Status::kBlocked;
   const uint64_t epoch = deadlock_epoch_;
   if (everyone_stuck()) declare_deadlock();
-  auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  const auto timeout = std::min(w.timeout, options_.timeout);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!w.ready()) {
     if (first_failure_) {
       try {
@@ -91,10 +92,10 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
     if (cv_.wait_until(lock, deadline) != std::cv_status::timeout || w.ready()) continue;
     std::vector<int> missing = w.missing();
     if (missing.empty()) {  // everyone arrived; the last one is still moving data
-      deadline = std::chrono::steady_clock::now() + options_.timeout;
+      deadline = std::chrono::steady_clock::now() + timeout;
       continue;
     }
-    std::string message = w.where + " timed out after " + std::to_string(options_.timeout.count()) +
+    std::string message = w.where + " timed out after " + std::to_string(timeout.count()) +
                           " ms waiting for rank(s) " + engine::dist::describe_ranks(missing) + ":";
     for (const int r : missing) message += "\n  " + describe_rank(r);
     message += "\nFind why they did not arrive (a hang, a skipped call) or raise the timeout" + tag();

@@ -37,12 +37,13 @@ class WorldState {
     std::function<bool()> ready;                // true once it may go on
     std::function<std::vector<int>()> missing;  // global ranks still owing their part
     std::function<void()> abort;                // undoes this rank's arrival
+    std::chrono::milliseconds timeout = std::chrono::milliseconds::max();  // max: options().timeout
   };
 
   // Blocks (with `lock` on mutex()) until w.ready(). Throws PeerFailure once a
   // rank failed, CollectiveMismatch when every live rank waits and none can go
   // on (a deadlock: calls that cannot match up), Timeout when ranks owed their
-  // part longer than options().timeout. Calls w.abort() before throwing.
+  // part longer than the timeout. Calls w.abort() before throwing.
   void wait(std::unique_lock<std::mutex>& lock, const Wait& w);
 
   // Marks a waiting rank as able to go on (with the lock held; then notify()).
