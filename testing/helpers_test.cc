@@ -1,0 +1,207 @@
+// sync_random_seed, all_reduce_dict, all_reduce_params and collect_results,
+// including the points where mmengine goes wrong (FACTS.md "Better").
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <filesystem>
+
+#include "engine/dist/dist.h"
+#include "testing/cases.h"
+#include "testing/harness.h"
+
+namespace dist = engine::dist;
+namespace fs = std::filesystem;
+
+namespace {
+
+sim::WorldOptions drawn_options() { return harness::test_options(*rc::gen::arbitrary<uint32_t>()); }
+
+// A fresh, empty folder for one test.
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("dist_engine_test_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST(SyncRandomSeed, EveryRankGetsRankZerosDrawInRange) {
+  const auto seeds = harness::collect_ranks<int64_t>(5, [](int) { return dist::sync_random_seed(); });
+  for (const auto seed : seeds) {
+    EXPECT_EQ(seed, seeds[0]);
+    EXPECT_GE(seed, 0);
+    EXPECT_LT(seed, int64_t{1} << 31);
+  }
+}
+
+RC_GTEST_PROP(AllReduceDict, EqualsPerKeyReferenceWithPromotion, ()) {
+  const int n = *rc::gen::inRange(1, 9);
+  const auto op = *rc::gen::element<std::string>("sum", "mean", "max");
+  // Per key: element count and whether the value is an integer tensor.
+  const auto layout = *rc::gen::container<std::map<std::string, std::pair<int, bool>>>(
+      rc::gen::string<std::string>(), rc::gen::pair(rc::gen::inRange(0, 5), rc::gen::arbitrary<bool>()));
+  const uint64_t data_seed = *rc::gen::arbitrary<uint32_t>();
+  auto value = [&](const std::string& key, int rank) {
+    const auto [count, integral] = layout.at(key);
+    cases::TensorCase c;
+    c.op = op;
+    c.dtype = integral ? c10::kLong : c10::kFloat;
+    c.shape = {count};
+    c.data_seed = data_seed + std::hash<std::string>{}(key);
+    return cases::input_for(c, rank);
+  };
+  const auto results = harness::collect_ranks<std::map<std::string, at::Tensor>>(
+      n,
+      [&](int rank) {
+        std::map<std::string, at::Tensor> data;
+        for (const auto& [key, spec] : layout) data[key] = value(key, rank);
+        dist::all_reduce_dict(data, op);
+        return data;
+      },
+      drawn_options());
+  // Values travel in one buffer whose dtype is the promotion of them all.
+  bool any_float = false;
+  for (const auto& [key, spec] : layout) any_float |= !spec.second;
+  for (const auto& [key, spec] : layout) {
+    std::vector<at::Tensor> inputs;
+    for (int r = 0; r < n; ++r) {
+      at::Tensor v = value(key, r);
+      inputs.push_back(n > 1 && any_float ? v.to(at::kFloat) : v);
+    }
+    const at::Tensor expected = cases::reduce_reference(inputs, op);
+    for (const auto& data : results) RC_ASSERT(cases::bit_equal(data.at(key), expected));
+  }
+}
+
+TEST(AllReduceDict, DifferentKeysRaiseMismatchOnEveryRankNamingThem) {
+  std::vector<std::string> messages(3);
+  harness::run_ranks(3, [&](int rank) {
+    std::map<std::string, at::Tensor> data = {{"loss", at::ones({1})}};
+    if (rank == 1) data["acc"] = at::ones({1});
+    try {
+      dist::all_reduce_dict(data);
+    } catch (const dist::CollectiveMismatch& e) {
+      messages[rank] = e.what();
+    }
+  });
+  for (const auto& m : messages) {
+    EXPECT_NE(m.find("acc: Float[1]"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 1"), std::string::npos) << m;
+  }
+}
+
+RC_GTEST_PROP(AllReduceParams, CoalescedAndPerTensorPathsAgree, ()) {
+  const int n = *rc::gen::inRange(1, 9);
+  const int bucket_size_mb = *rc::gen::element(-1, 1);
+  const auto op = *rc::gen::element<std::string>("sum", "mean", "min");
+  // Up to 6 params of up to 100k elements: several 1 MiB buckets, per dtype.
+  const auto shapes = *rc::gen::container<std::vector<std::pair<int, bool>>>(
+      *rc::gen::inRange<size_t>(0, 7), rc::gen::pair(rc::gen::inRange(0, 100000), rc::gen::arbitrary<bool>()));
+  const uint64_t data_seed = *rc::gen::arbitrary<uint32_t>();
+  auto params_of = [&](int rank) {
+    std::vector<at::Tensor> params;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      cases::TensorCase c;
+      c.op = op;
+      c.dtype = shapes[i].second ? c10::kDouble : c10::kFloat;
+      c.shape = {shapes[i].first};
+      c.data_seed = data_seed;
+      params.push_back(cases::input_for(c, rank, static_cast<int>(i)));
+    }
+    return params;
+  };
+  auto run = [&](bool coalesce) {
+    return harness::collect_ranks<std::vector<at::Tensor>>(
+        n,
+        [&](int rank) {
+          auto params = params_of(rank);
+          dist::all_reduce_params(params, coalesce, bucket_size_mb, op);
+          return params;
+        },
+        drawn_options());
+  };
+  const auto coalesced = run(true);
+  const auto per_tensor = run(false);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::vector<at::Tensor> inputs;
+    for (int r = 0; r < n; ++r) inputs.push_back(params_of(r)[i]);
+    const at::Tensor expected = cases::reduce_reference(inputs, op);
+    for (int r = 0; r < n; ++r) {
+      RC_ASSERT(cases::bit_equal(coalesced[r][i], expected));
+      RC_ASSERT(cases::bit_equal(per_tensor[r][i], expected));
+    }
+  }
+}
+
+// The dataset holds ints and genuine None results (mmengine drops those and
+// shifts what follows). Rank r processes items r, r+n, ... as the sampler
+// hands them out; padding repeats items from the start.
+RC_GTEST_PROP(CollectResults, RestoresDatasetOrderKeepingNone, ()) {
+  const int n = *rc::gen::inRange(1, 9);
+  const auto device = *rc::gen::element<std::string>("cpu", "gpu");
+  const bool padded = *rc::gen::arbitrary<bool>();
+  const auto is_none = *rc::gen::container<std::vector<bool>>(rc::gen::arbitrary<bool>());
+  const auto size = static_cast<int64_t>(is_none.size());
+  std::vector<c10::IValue> dataset;
+  for (int64_t i = 0; i < size; ++i) dataset.push_back(is_none[i] ? c10::IValue() : c10::IValue(i));
+  const int64_t per_rank = (size + n - 1) / n;
+  const auto results = harness::collect_ranks<std::optional<std::vector<c10::IValue>>>(
+      n,
+      [&](int rank) {
+        std::vector<c10::IValue> part;
+        const int64_t end = padded ? per_rank * n : size;
+        for (int64_t i = rank; i < end; i += n) part.push_back(dataset[size ? i % size : 0]);
+        return dist::collect_results(part, size, device);
+      },
+      drawn_options());
+  RC_ASSERT(results[0].has_value());
+  const auto& merged = *results[0];
+  RC_ASSERT(static_cast<int64_t>(merged.size()) == size);
+  for (int64_t i = 0; i < size; ++i) {
+    RC_ASSERT(merged[i].isNone() == is_none[i]);
+    if (!is_none[i]) RC_ASSERT(merged[i].toInt() == i);
+  }
+  for (int r = 1; r < n; ++r) RC_ASSERT(!results[r].has_value());
+}
+
+TEST(CollectResults, NeverDeletesTheCallersFolderAndLeavesItClean) {
+  const fs::path dir = fresh_dir("keep");
+  fs::create_directories(dir / "mine");
+  harness::run_ranks(4, [&](int rank) {
+    dist::collect_results({c10::IValue(rank)}, 4, "cpu", dir.string());
+  });
+  EXPECT_TRUE(fs::exists(dir / "mine"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  fs::remove_all(dir);
+}
+
+TEST(CollectResults, LongTmpdirPathsWork) {
+  // mmengine shares the path as a 512-byte tensor: longer paths break there.
+  fs::path dir = fresh_dir("long");
+  while (dir.string().size() < 700) dir /= std::string(60, 'd');
+  const auto results = harness::collect_ranks<std::optional<std::vector<c10::IValue>>>(
+      3, [&](int rank) { return dist::collect_results({c10::IValue(rank)}, 3, "cpu", dir.string()); });
+  ASSERT_TRUE(results[0].has_value());
+  EXPECT_EQ((*results[0])[2].toInt(), 2);
+  fs::remove_all(fresh_dir("long"));
+}
+
+TEST(CollectResults, BackToBackCallsOnOneFolderDoNotMixUp) {
+  const fs::path dir = fresh_dir("back_to_back");
+  harness::run_ranks(4, [&](int rank) {
+    for (int64_t call = 0; call < 20; ++call) {
+      const auto merged = dist::collect_results({c10::IValue(call * 10 + rank)}, 4, "cpu", dir.string());
+      if (rank != 0) continue;
+      for (int r = 0; r < 4; ++r) {
+        if ((*merged)[r].toInt() != call * 10 + r) throw std::logic_error("call results mixed up");
+      }
+    }
+  });
+  fs::remove_all(dir);
+}
+
+TEST(CollectResults, RejectsUnknownDevice) {
+  EXPECT_THROW(dist::collect_results({}, 0, "tpu"), dist::InvalidArgument);
+}
