@@ -27,6 +27,9 @@ GroupState::GroupState(WorldState& world, std::string name, std::vector<int> glo
 void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, int rank,
                         const std::string& where, bool abortable,
                         const std::function<void()>& on_last) {
+  if (!barrier.abandoned.empty()) {
+    throw engine::dist::Timeout(on_rank(global_ranks_[rank], barrier.abandoned));
+  }
   const uint64_t generation = barrier.generation;
   barrier.here[rank] = true;
   if (++barrier.arrived == size()) {
@@ -53,8 +56,9 @@ void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, in
                         },
                         [&] {
                           barrier.here[rank] = false;
-                          --barrier.arrived;
-                        }});
+                          if (--barrier.arrived == 0) barrier.abandoned.clear();
+                        },
+                        abortable ? &barrier.abandoned : nullptr});
 }
 
 std::string GroupState::mismatch_message(const std::string& intro) const {
@@ -148,7 +152,7 @@ void GroupState::wait_send(const std::shared_ptr<PendingSend>& pending,
                                                 : std::vector<int>{global_ranks_[pending->dst]};
                         },
                         [&] { queue.erase(std::find(queue.begin(), queue.end(), pending)); },
-                        timeout});
+                        nullptr, timeout});
   world_.leave(me);
   if (!pending->mismatch.empty()) {
     throw engine::dist::CollectiveMismatch(on_rank(me, pending->mismatch));

@@ -67,6 +67,7 @@ class GroupState {
     int arrived = 0;
     uint64_t generation = 0;
     std::vector<bool> here;
+    std::string abandoned;  // set when a wait timed out; cleared once all left
   };
   struct Verdict {
     std::string mismatch;  // empty when the calls match

@@ -61,6 +61,10 @@ void WorldState::declare_deadlock() {
   message += "\nMake every rank of a group issue the same collectives in the same order" + tag();
   deadlock_message_ = message;
   ++deadlock_epoch_;
+  // They all give up now; none of them may count as stuck for a later check.
+  for (auto& info : ranks_) {
+    if (info.status == Status::kBlocked) info.status = Status::kRunning;
+  }
   cv_.notify_all();
 }
 
@@ -85,22 +89,34 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
         fail_wait(w, std::current_exception());
       }
     }
+    if (w.abandoned && !w.abandoned->empty()) {
+      fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, *w.abandoned))));
+    }
     if (deadlock_epoch_ != epoch) {
       fail_wait(w, std::make_exception_ptr(
                        engine::dist::CollectiveMismatch(on_rank(w.rank, deadlock_message_))));
     }
-    if (cv_.wait_until(lock, deadline) != std::cv_status::timeout || w.ready()) continue;
-    std::vector<int> missing = w.missing();
-    if (missing.empty()) {  // everyone arrived; the last one is still moving data
-      deadline = std::chrono::steady_clock::now() + timeout;
-      continue;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      const std::vector<int> missing = w.missing();
+      if (missing.empty()) {  // everyone arrived; the last one is still moving data
+        deadline = std::chrono::steady_clock::now() + timeout;
+        continue;
+      }
+      const std::string message = timeout_message(w, missing, timeout);
+      if (w.abandoned) *w.abandoned = message;
+      cv_.notify_all();
+      fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, message))));
     }
-    std::string message = w.where + " timed out after " + std::to_string(timeout.count()) +
-                          " ms waiting for rank(s) " + engine::dist::describe_ranks(missing) + ":";
-    for (const int r : missing) message += "\n  " + describe_rank(r);
-    message += "\nFind why they did not arrive (a hang, a skipped call) or raise the timeout" + tag();
-    fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, message))));
+    cv_.wait_until(lock, deadline);
   }
+}
+
+std::string WorldState::timeout_message(const Wait& w, const std::vector<int>& missing,
+                                        std::chrono::milliseconds timeout) const {
+  std::string message = w.where + " timed out after " + std::to_string(timeout.count()) +
+                        " ms waiting for rank(s) " + engine::dist::describe_ranks(missing) + ":";
+  for (const int r : missing) message += "\n  " + describe_rank(r);
+  return message + "\nFind why they did not arrive (a hang, a skipped call) or raise the timeout" + tag();
 }
 
 void WorldState::rank_exited(int rank) {

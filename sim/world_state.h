@@ -37,6 +37,10 @@ class WorldState {
     std::function<bool()> ready;                // true once it may go on
     std::function<std::vector<int>()> missing;  // global ranks still owing their part
     std::function<void()> abort;                // undoes this rank's arrival
+    // Where a timed-out wait leaves its message for the others waiting on the
+    // same rendezvous, so that they all fail at once naming the same ranks
+    // (nullptr: nothing is shared).
+    std::string* abandoned = nullptr;
     std::chrono::milliseconds timeout = std::chrono::milliseconds::max();  // max: options().timeout
   };
 
@@ -78,6 +82,8 @@ class WorldState {
   bool everyone_stuck() const;
   void declare_deadlock();
   std::string describe_rank(int rank) const;
+  std::string timeout_message(const Wait& w, const std::vector<int>& missing,
+                              std::chrono::milliseconds timeout) const;
   [[noreturn]] void fail_wait(const Wait& w, std::exception_ptr error);
 
   const int size_;

@@ -1,0 +1,183 @@
+// Failure paths: every one ends in bounded time with a typed error on every
+// rank, naming the ranks involved and the simulator seed. Never a hang.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "engine/dist/dist.h"
+#include "testing/harness.h"
+
+namespace dist = engine::dist;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Runs `call` on every rank and returns the message of the `Error` it threw
+// there ("" where it did not throw).
+template <typename Error>
+std::vector<std::string> errors_of(int n, const std::function<void(int)>& call,
+                                   const sim::WorldOptions& options = harness::test_options()) {
+  return harness::collect_ranks<std::string>(
+      n,
+      [&](int rank) -> std::string {
+        try {
+          call(rank);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "";
+      },
+      options);
+}
+
+enum class Difference { kCollective, kDtype, kShape, kOp, kRoot };
+
+}  // namespace
+
+RC_GTEST_PROP(Mismatch, EveryKindRaisesOnEveryRankNamingEachCall, ()) {
+  const int n = *rc::gen::inRange(2, 9);
+  const int odd = *rc::gen::inRange(0, n);
+  const auto difference = *rc::gen::element(Difference::kCollective, Difference::kDtype,
+                                            Difference::kShape, Difference::kOp, Difference::kRoot);
+  const uint64_t seed = *rc::gen::arbitrary<uint32_t>();
+  const auto messages = errors_of<dist::CollectiveMismatch>(
+      n,
+      [&](int rank) {
+        const bool is_odd = rank == odd;
+        at::Tensor t = at::ones({is_odd && difference == Difference::kShape ? 5 : 4},
+                                is_odd && difference == Difference::kDtype ? at::kDouble : at::kFloat);
+        if (difference == Difference::kCollective && is_odd) return dist::broadcast(t, 0);
+        if (difference == Difference::kRoot) return dist::reduce(t, is_odd ? (odd + 1) % n : odd);
+        dist::all_reduce(t, is_odd && difference == Difference::kOp ? "max" : "sum");
+      },
+      harness::test_options(seed));
+  for (int r = 0; r < n; ++r) {
+    const std::string& m = messages[r];
+    RC_ASSERT(contains(m, "[rank " + std::to_string(r) + "]"));
+    RC_ASSERT(contains(m, "rank " + std::to_string(odd) + ": "));
+    RC_ASSERT(contains(m, "rank " + std::to_string((odd + 1) % n) + ": "));
+    RC_ASSERT(contains(m, "sim seed=" + std::to_string(seed)));
+  }
+}
+
+TEST(Mismatch, CallsOnDifferentGroupsAreADeadlockNamedOnEveryRank) {
+  const auto messages = errors_of<dist::CollectiveMismatch>(2, [](int rank) {
+    const dist::GroupPtr pair = dist::new_group({0, 1});
+    at::Tensor t = at::ones({2});
+    dist::all_reduce(t, "sum", rank == 0 ? pair : nullptr);
+  });
+  for (const auto& m : messages) {
+    EXPECT_TRUE(contains(m, "deadlock")) << m;
+    EXPECT_TRUE(contains(m, "rank 0 waits in all_reduce")) << m;
+    EXPECT_TRUE(contains(m, "rank 1 waits in all_reduce")) << m;
+  }
+}
+
+TEST(MissingRank, OthersTimeOutNamingIt) {
+  auto options = harness::test_options();
+  options.timeout = std::chrono::milliseconds(300);
+  std::mutex mutex;
+  std::condition_variable cv;
+  int gave_up = 0;
+  const auto messages = errors_of<dist::Timeout>(
+      4,
+      [&](int rank) {
+        std::unique_lock<std::mutex> lock(mutex, std::defer_lock);
+        if (rank == 3) {  // stays away from the collective until the others gave up
+          lock.lock();
+          cv.wait_for(lock, std::chrono::minutes(1), [&] { return gave_up == 3; });
+          return;
+        }
+        at::Tensor t = at::ones({2});
+        try {
+          dist::all_reduce(t);
+        } catch (...) {
+          lock.lock();
+          ++gave_up;
+          cv.notify_all();
+          throw;
+        }
+      },
+      options);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(contains(messages[r], "timed out after 300 ms waiting for rank(s) 3")) << messages[r];
+    EXPECT_TRUE(contains(messages[r], "rank 3 is running its own code")) << messages[r];
+  }
+  EXPECT_EQ(messages[3], "");
+}
+
+TEST(MissingRank, ARankThatReturnedIsReportedAtOnce) {
+  const auto messages = errors_of<dist::CollectiveMismatch>(4, [](int rank) {
+    if (rank == 2) return;
+    at::Tensor t = at::ones({2});
+    dist::all_reduce(t);
+  });
+  for (int r : {0, 1, 3}) {
+    EXPECT_TRUE(contains(messages[r], "rank 2 has returned from its body")) << messages[r];
+  }
+}
+
+TEST(PeerFailure, OthersFailFastAndRunRethrowsTheRootCause) {
+  std::vector<std::string> messages(4);
+  try {
+    harness::run_ranks(4, [&](int rank) {
+      if (rank == 2) throw std::runtime_error("boom on rank 2");
+      at::Tensor t = at::ones({2});
+      try {
+        dist::all_reduce(t);
+      } catch (const dist::PeerFailure& e) {
+        messages[rank] = e.what();
+      }
+    });
+    FAIL() << "World::run did not rethrow";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "boom on rank 2");
+  }
+  for (int r : {0, 1, 3}) EXPECT_TRUE(contains(messages[r], "rank 2 failed")) << messages[r];
+}
+
+TEST(InvalidArgument, BadRootsListsAndPeersAreRejectedAtTheCall) {
+  const auto messages = errors_of<dist::InvalidArgument>(3, [](int rank) {
+    at::Tensor t = at::ones({2});
+    switch (rank) {
+      case 0: return dist::broadcast(t, 7);
+      case 1: return dist::scatter(t, {at::ones({2})}, 1);
+      default: return dist::send(t, 2);
+    }
+  });
+  EXPECT_TRUE(contains(messages[0], "rank 7 is not in group [0, 1, 2]")) << messages[0];
+  EXPECT_TRUE(contains(messages[1], "holds 1 tensors; the group has 3 ranks")) << messages[1];
+  EXPECT_TRUE(contains(messages[2], "cannot send to itself")) << messages[2];
+}
+
+TEST(InvalidArgument, UnsupportedDtypeIsRaisedOnEveryRank) {
+  const auto messages = errors_of<dist::InvalidArgument>(2, [](int) {
+    at::Tensor t = at::ones({2}, at::kComplexFloat);
+    dist::all_reduce(t);
+  });
+  for (const auto& m : messages) EXPECT_TRUE(contains(m, "cannot reduce ComplexFloat")) << m;
+}
+
+TEST(InvalidArgument, BitwiseOpOnFloatNamesTheDtype) {
+  const auto messages = errors_of<dist::InvalidArgument>(2, [](int) {
+    at::Tensor t = at::ones({2});
+    dist::all_reduce(t, "bxor");
+  });
+  for (const auto& m : messages) EXPECT_TRUE(contains(m, "needs an integer or bool tensor, got Float")) << m;
+}
+
+TEST(SendRecv, DifferentSizesAreAMismatchOnBothSides) {
+  const auto messages = errors_of<dist::CollectiveMismatch>(2, [](int rank) {
+    if (rank == 0) return dist::send(at::ones({3}), 1);
+    at::Tensor t = at::zeros({4});
+    dist::recv(t, 0);
+  });
+  for (const auto& m : messages) EXPECT_TRUE(contains(m, "send/recv mismatch")) << m;
+}
