@@ -39,7 +39,6 @@ void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, in
     barrier.arrived = 0;
     barrier.here.assign(size(), false);
     ++barrier.generation;
-    for (int r = 0; r < size(); ++r) world_.release(global_ranks_[r]);
     world_.notify();
     return;
   }
@@ -184,7 +183,6 @@ void GroupState::recv(int rank, const CallRecord& call, int src, int tag) {
   }
   const std::string mismatch = pending->mismatch;
   pending->done = true;
-  world_.release(global_ranks_[src]);
   world_.notify();
   world_.leave(me);
   if (!mismatch.empty()) throw engine::dist::CollectiveMismatch(on_rank(me, mismatch));

@@ -21,10 +21,6 @@ void WorldState::enter(int rank, const std::string& where) { ranks_[rank].where 
 
 void WorldState::leave(int rank) { ranks_[rank].where = "after " + ranks_[rank].where; }
 
-void WorldState::release(int rank) {
-  if (ranks_[rank].status == Status::kBlocked) ranks_[rank].status = Status::kRunning;
-}
-
 void WorldState::check_no_failure(int rank, const std::string& where) const {
   if (!first_failure_) return;
   throw engine::dist::PeerFailure(on_rank(
@@ -32,10 +28,18 @@ void WorldState::check_no_failure(int rank, const std::string& where) const {
                 " cannot complete; see rank " + std::to_string(failed_rank_) + "'s error" + tag()));
 }
 
+bool WorldState::can_go_on(const RankInfo& info) const {
+  if (info.status == Status::kRunning) return true;
+  if (info.status != Status::kBlocked) return false;
+  const Wait& w = *info.wait;
+  return w.ready() || first_failure_ || info.deadlock_epoch != deadlock_epoch_ ||
+         (w.abandoned && !w.abandoned->empty());
+}
+
 bool WorldState::everyone_stuck() const {
   bool anyone_blocked = false;
   for (const auto& info : ranks_) {
-    if (info.status == Status::kRunning) return false;
+    if (can_go_on(info)) return false;
     anyone_blocked |= info.status == Status::kBlocked;
   }
   return anyone_blocked;
@@ -61,22 +65,22 @@ void WorldState::declare_deadlock() {
   message += "\nMake every rank of a group issue the same collectives in the same order" + tag();
   deadlock_message_ = message;
   ++deadlock_epoch_;
-  // They all give up now; none of them may count as stuck for a later check.
-  for (auto& info : ranks_) {
-    if (info.status == Status::kBlocked) info.status = Status::kRunning;
-  }
   cv_.notify_all();
 }
 
 void WorldState::fail_wait(const Wait& w, std::exception_ptr error) {
   w.abort();
   ranks_[w.rank].status = Status::kRunning;
+  ranks_[w.rank].wait = nullptr;
   std::rethrow_exception(error);
 }
 
 void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
   if (w.ready()) return;
-  ranks_[w.rank].status = Status::kBlocked;
+  RankInfo& me = ranks_[w.rank];
+  me.status = Status::kBlocked;
+  me.wait = &w;
+  me.deadlock_epoch = deadlock_epoch_;
   const uint64_t epoch = deadlock_epoch_;
   if (everyone_stuck()) declare_deadlock();
   const auto timeout = std::min(w.timeout, options_.timeout);
@@ -109,6 +113,8 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
     }
     cv_.wait_until(lock, deadline);
   }
+  me.status = Status::kRunning;
+  me.wait = nullptr;
 }
 
 std::string WorldState::timeout_message(const Wait& w, const std::vector<int>& missing,

@@ -21,8 +21,8 @@ class GroupState;
 // groups. One lock keeps the bookkeeping simple and the waits exact; the
 // critical sections are short and data moves outside it.
 //
-// Waiting never spins: a rank blocks on the condition variable until the rank
-// that unblocks it calls release() and notify().
+// Waiting never spins: a rank blocks on the condition variable until a change
+// that may let it go on is followed by notify().
 class WorldState {
  public:
   WorldState(int size, WorldOptions options);
@@ -45,13 +45,14 @@ class WorldState {
   };
 
   // Blocks (with `lock` on mutex()) until w.ready(). Throws PeerFailure once a
-  // rank failed, CollectiveMismatch when every live rank waits and none can go
-  // on (a deadlock: calls that cannot match up), Timeout when ranks owed their
-  // part longer than the timeout. Calls w.abort() before throwing.
+  // rank failed, CollectiveMismatch when every live rank waits and none of
+  // their waits can go on (a deadlock: calls that cannot match up), Timeout
+  // when ranks owed their part longer than the timeout. Calls w.abort()
+  // before throwing. The deadlock check asks every waiting rank's Wait, so
+  // wakers need no bookkeeping beyond notify().
   void wait(std::unique_lock<std::mutex>& lock, const Wait& w);
 
-  // Marks a waiting rank as able to go on (with the lock held; then notify()).
-  void release(int rank);
+  // Wakes the waiters after a change that may let them go on (lock held).
   void notify() { cv_.notify_all(); }
 
   // Throws PeerFailure if some rank failed (with the lock held).
@@ -76,9 +77,12 @@ class WorldState {
   enum class Status { kRunning, kBlocked, kExited, kFailed };
   struct RankInfo {
     Status status = Status::kRunning;
-    std::string where;  // current call, or the last one when running user code
+    std::string where;          // current call, or the last one when running user code
+    const Wait* wait = nullptr;  // while blocked
+    uint64_t deadlock_epoch = 0;  // the epoch its wait began in
   };
 
+  bool can_go_on(const RankInfo& info) const;
   bool everyone_stuck() const;
   void declare_deadlock();
   std::string describe_rank(int rank) const;

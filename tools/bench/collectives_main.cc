@@ -1,0 +1,165 @@
+// Collectives benchmark in the style of nccl-tests: for each collective and
+// size, the time per call, algbw, busbw and the count of wrong elements from
+// an exact check. Text table on stdout, JSON with --json.
+//
+//   collectives --ranks 4 --ops all_reduce --min-bytes 4K --max-bytes 64M
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "engine/dist/dist.h"
+#include "sim/world.h"
+#include "tools/bench/descriptor.h"
+#include "tools/bench/machine.h"
+
+namespace {
+
+namespace dist = engine::dist;
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  int ranks = 4;
+  std::vector<std::string> ops = {"all_reduce"};
+  int64_t min_bytes = 4 << 10;
+  int64_t max_bytes = 64 << 20;
+  int factor = 4;
+  int iters = 50;
+  int warmup = 5;
+  std::string json;
+};
+
+int64_t parse_bytes(const std::string& text) {
+  const char unit = text.empty() ? ' ' : static_cast<char>(std::toupper(text.back()));
+  const int64_t scale = unit == 'K' ? 1 << 10 : unit == 'M' ? 1 << 20 : unit == 'G' ? 1 << 30 : 1;
+  return std::stoll(scale == 1 ? text : text.substr(0, text.size() - 1)) * scale;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');) out.push_back(item);
+  return out;
+}
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::cerr << "collectives: " << problem << "\n"
+            << "usage: collectives [--ranks N] [--ops all_reduce,broadcast,...|all] [--min-bytes 4K]\n"
+            << "                   [--max-bytes 64M] [--factor 4] [--iters 50] [--warmup 5] [--json FILE]\n";
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) usage("missing value after " + flag);
+    const std::string value = argv[++i];
+    if (flag == "--ranks") args.ranks = std::stoi(value);
+    else if (flag == "--ops") args.ops = split(value);
+    else if (flag == "--min-bytes") args.min_bytes = parse_bytes(value);
+    else if (flag == "--max-bytes") args.max_bytes = parse_bytes(value);
+    else if (flag == "--factor") args.factor = std::stoi(value);
+    else if (flag == "--iters") args.iters = std::stoi(value);
+    else if (flag == "--warmup") args.warmup = std::stoi(value);
+    else if (flag == "--json") args.json = value;
+    else usage("unknown flag " + flag);
+  }
+  if (args.ranks < 1 || args.factor < 2 || args.iters < 1 || args.min_bytes < 4) usage("bad value");
+  return args;
+}
+
+struct Row {
+  std::string op;
+  int64_t bytes;
+  double time_us;
+  double algbw;
+  double busbw;
+  int64_t wrong;
+};
+
+// One size of one collective on every rank: the slowest rank's mean time per
+// call, and the wrong elements summed over all ranks.
+Row measure(const bench::Descriptor& d, const Args& args, int64_t bytes, int rank, int n) {
+  bench::Buffers buffers = d.make(rank, n, bytes);
+  for (int i = 0; i < args.warmup; ++i) d.run(buffers);
+  dist::barrier();
+  const auto start = Clock::now();
+  for (int i = 0; i < args.iters; ++i) d.run(buffers);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / args.iters;
+  at::Tensor slowest = at::full({1}, seconds, at::kDouble);
+  dist::all_reduce(slowest, "max");
+
+  bench::Buffers fresh = d.make(rank, n, bytes);
+  d.run(fresh);
+  at::Tensor wrong = at::full({1}, d.count_wrong(fresh, rank, n), at::kLong);
+  dist::all_reduce(wrong, "sum");
+
+  const double t = slowest.item<double>();
+  const double algbw = bytes / t / 1e9;
+  return {d.name, bytes, t * 1e6, algbw, algbw * d.busbw_factor(n), wrong.item<int64_t>()};
+}
+
+std::vector<bench::Descriptor> selected(const Args& args) {
+  std::vector<bench::Descriptor> out;
+  for (const auto& d : bench::all_descriptors()) {
+    for (const auto& name : args.ops) {
+      if (name == "all" || name == d.name) out.push_back(d);
+    }
+  }
+  if (out.empty()) usage("no known collective in --ops");
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  at::set_num_threads(1);
+  const bench::Machine machine = bench::describe_machine();
+  const double bound = bench::memcpy_bandwidth();
+  std::printf("# machine: %d cores, %s\n", machine.cores, machine.cpu.c_str());
+  std::printf("# 2-thread memcpy: %.2f GB/s read+write -> all_reduce bound for %d ranks: algbw %.2f, busbw %.2f GB/s\n",
+              bound, args.ranks, bound / (2 * args.ranks), bound / (2 * args.ranks) * 2.0 * (args.ranks - 1) / args.ranks);
+  std::printf("# backend sim, %d ranks, %d iterations after %d warm-up\n", args.ranks, args.iters, args.warmup);
+  std::printf("#%15s %12s %11s %12s %12s %8s\n", "collective", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+
+  std::vector<Row> rows;
+  sim::WorldOptions options;
+  options.timeout = std::chrono::minutes(10);
+  for (const auto& d : selected(args)) {
+    for (int64_t bytes = args.min_bytes; bytes <= args.max_bytes; bytes *= args.factor) {
+      Row row;
+      sim::World(args.ranks, options).run([&](int rank) {
+        const Row measured = measure(d, args, bytes, rank, args.ranks);
+        if (rank == 0) row = measured;
+      });
+      std::printf(" %15s %12lld %11.1f %12.3f %12.3f %8lld\n", row.op.c_str(), static_cast<long long>(row.bytes),
+                  row.time_us, row.algbw, row.busbw, static_cast<long long>(row.wrong));
+      std::fflush(stdout);
+      rows.push_back(row);
+    }
+  }
+
+  int64_t total_wrong = 0;
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& r : rows) {
+    total_wrong += r.wrong;
+    results.push_back({{"collective", r.op}, {"bytes", r.bytes}, {"time_us", r.time_us},
+                       {"algbw_gbps", r.algbw}, {"busbw_gbps", r.busbw}, {"wrong", r.wrong}});
+  }
+  if (!args.json.empty()) {
+    const nlohmann::json report = {{"backend", "sim"}, {"ranks", args.ranks},
+                                   {"machine", {{"cores", machine.cores}, {"cpu", machine.cpu}}},
+                                   {"memcpy_gbps", bound}, {"results", results}};
+    std::ofstream(args.json) << report.dump(2) << "\n";
+  }
+  std::printf("# %lld wrong elements in total\n", static_cast<long long>(total_wrong));
+  return total_wrong == 0 ? 0 : 1;
+}
