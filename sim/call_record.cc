@@ -7,7 +7,9 @@ namespace sim {
 
 std::string CallRecord::describe() const {
   std::string out = kind + " #" + std::to_string(seq) + " (";
-  if (op >= 0) out += std::string(engine::dist::reduce_op_name(static_cast<engine::dist::ReduceOp>(op))) + ", ";
+  if (op >= 0)
+    out +=
+        std::string(engine::dist::reduce_op_name(static_cast<engine::dist::ReduceOp>(op))) + ", ";
   if (root >= 0) out += "root " + std::to_string(root) + ", ";
   if (!ranks.empty()) out += "ranks " + engine::dist::describe_ranks(ranks) + ", ";
   if (dtype != c10::ScalarType::Undefined) {

@@ -22,9 +22,9 @@ struct CallRecord {
   std::vector<int> ranks;      // split: the new group's ranks
 
   // Not compared: the data.
-  at::Tensor tensor;               // the single tensor of the call (in/out)
-  std::vector<at::Tensor> inputs;  // list inputs (scatter on the root, reduce_scatter, all_to_all)
-  std::vector<at::Tensor> outputs; // list outputs (all_gather, gather on the root, all_to_all)
+  at::Tensor tensor;                // the single tensor of the call (in/out)
+  std::vector<at::Tensor> inputs;   // list inputs (scatter on the root, reduce_scatter, all_to_all)
+  std::vector<at::Tensor> outputs;  // list outputs (all_gather, gather on the root, all_to_all)
 
   // "all_reduce #5 (sum, Float[4, 2])".
   std::string describe() const;

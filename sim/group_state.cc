@@ -42,22 +42,21 @@ void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, in
     world_.notify();
     return;
   }
-  world_.wait(lock, WorldState::Wait{
-                        global_ranks_[rank], where,
-                        [&] { return barrier.generation != generation; },
-                        [&] {
-                          std::vector<int> missing;
-                          if (!abortable) return missing;
-                          for (int r = 0; r < size(); ++r) {
-                            if (!barrier.here[r]) missing.push_back(global_ranks_[r]);
-                          }
-                          return missing;
-                        },
-                        [&] {
-                          barrier.here[rank] = false;
-                          if (--barrier.arrived == 0) barrier.abandoned.clear();
-                        },
-                        abortable ? &barrier.abandoned : nullptr});
+  world_.wait(lock, WorldState::Wait{global_ranks_[rank], where,
+                                     [&] { return barrier.generation != generation; },
+                                     [&] {
+                                       std::vector<int> missing;
+                                       if (!abortable) return missing;
+                                       for (int r = 0; r < size(); ++r) {
+                                         if (!barrier.here[r]) missing.push_back(global_ranks_[r]);
+                                       }
+                                       return missing;
+                                     },
+                                     [&] {
+                                       barrier.here[rank] = false;
+                                       if (--barrier.arrived == 0) barrier.abandoned.clear();
+                                     },
+                                     abortable ? &barrier.abandoned : nullptr});
 }
 
 std::string GroupState::mismatch_message(const std::string& intro) const {
@@ -74,7 +73,8 @@ GroupState::Verdict GroupState::judge(const std::function<std::string(const Call
     if (!calls_[r]->same_call(*calls_[0])) {
       verdict.mismatch = mismatch_message("ranks called different collectives") +
                          "\nMake every rank of the group issue the same collectives (kind, dtype, "
-                         "shape, op, root) in the same order" + world_.tag();
+                         "shape, op, root) in the same order" +
+                         world_.tag();
       return verdict;
     }
   }
@@ -173,9 +173,10 @@ void GroupState::recv(int rank, const CallRecord& call, int src, int tag) {
   const CallRecord& sent = pending->call;
   if (sent.dtype != call.dtype || sent.tensor.numel() != call.tensor.numel()) {
     pending->mismatch = "send/recv mismatch on group " + name_ + " (tag " + std::to_string(tag) +
-                        "): rank " + std::to_string(global_ranks_[src]) + " sends " + sent.describe() +
-                        ", rank " + std::to_string(me) + " receives into " + call.describe() +
-                        "\nSend and receive the same dtype and element count" + world_.tag();
+                        "): rank " + std::to_string(global_ranks_[src]) + " sends " +
+                        sent.describe() + ", rank " + std::to_string(me) + " receives into " +
+                        call.describe() + "\nSend and receive the same dtype and element count" +
+                        world_.tag();
   } else {
     lock.unlock();
     std::memcpy(call.tensor.data_ptr(), sent.tensor.data_ptr(), call.tensor.nbytes());

@@ -2,9 +2,9 @@
 
 #include <chrono>
 #include <deque>
-#include <memory>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -90,7 +90,8 @@ class GroupState {
   Barrier arrival_;
   Barrier departure_;
   Verdict verdict_;
-  std::map<std::tuple<int, int, int>, std::deque<std::shared_ptr<PendingSend>>> mailbox_;  // (src, dst, tag)
+  std::map<std::tuple<int, int, int>, std::deque<std::shared_ptr<PendingSend>>>
+      mailbox_;  // (src, dst, tag)
 };
 
 }  // namespace sim

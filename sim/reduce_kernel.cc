@@ -52,8 +52,10 @@ void reduce_typed(T* acc, const T* src, int64_t count, ReduceOp op) {
     case ReduceOp::kBor:
     case ReduceOp::kBxor:
       if constexpr (std::is_integral_v<T>) {
-        if (op == ReduceOp::kBand) return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a & b); });
-        if (op == ReduceOp::kBor) return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a | b); });
+        if (op == ReduceOp::kBand)
+          return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a & b); });
+        if (op == ReduceOp::kBor)
+          return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a | b); });
         return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a ^ b); });
       }
       return;

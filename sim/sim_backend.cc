@@ -78,9 +78,12 @@ std::string no_check(const Calls&) { return ""; }
 
 }  // namespace
 
-SimBackend::SimBackend(std::shared_ptr<WorldState> world, std::shared_ptr<GroupState> group, int rank,
-                       std::shared_ptr<std::mt19937_64> jitter)
-    : world_(std::move(world)), group_(std::move(group)), rank_(rank), jitter_rng_(std::move(jitter)) {}
+SimBackend::SimBackend(std::shared_ptr<WorldState> world, std::shared_ptr<GroupState> group,
+                       int rank, std::shared_ptr<std::mt19937_64> jitter)
+    : world_(std::move(world)),
+      group_(std::move(group)),
+      rank_(rank),
+      jitter_rng_(std::move(jitter)) {}
 
 CallRecord SimBackend::record(const char* kind, const at::Tensor& like) {
   CallRecord call;
@@ -208,7 +211,8 @@ WorkPtr SimBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Ten
   });
 }
 
-WorkPtr SimBackend::all_to_all(std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs) {
+WorkPtr SimBackend::all_to_all(std::vector<at::Tensor>& outputs,
+                               const std::vector<at::Tensor>& inputs) {
   CallRecord call = record("all_to_all", inputs.at(0));
   call.inputs = inputs;
   call.outputs = outputs;

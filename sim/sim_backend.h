@@ -23,7 +23,8 @@ class SimBackend : public engine::dist::Backend {
   engine::dist::WorkPtr all_reduce(at::Tensor& tensor, engine::dist::ReduceOp op) override;
   engine::dist::WorkPtr broadcast(at::Tensor& tensor, int root) override;
   engine::dist::WorkPtr reduce(at::Tensor& tensor, int root, engine::dist::ReduceOp op) override;
-  engine::dist::WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) override;
+  engine::dist::WorkPtr all_gather(std::vector<at::Tensor>& outputs,
+                                   const at::Tensor& input) override;
   engine::dist::WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input,
                                int root) override;
   engine::dist::WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,

@@ -16,6 +16,11 @@ struct WorldOptions {
   // Before each call a rank sleeps a random time up to this, drawn from the
   // seed, so that arrival orders vary and ordering bugs show. 0: no jitter.
   std::chrono::microseconds max_jitter{0};
+  // Before a rank blocks it yields its core up to this many times, checking
+  // in between whether it may go on: a peer that still has to arrive gets the
+  // core at once, and short waits skip the costly sleep/wake-up. Bounded, so
+  // it never spins; 0 blocks at once.
+  int yields_before_blocking = 64;
 };
 
 // Runs one body on `world_size` thread-ranks. Each thread gets its own

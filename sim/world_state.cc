@@ -1,6 +1,7 @@
 #include "sim/world_state.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "engine/dist/describe.h"
 #include "engine/dist/errors.h"
@@ -14,7 +15,8 @@ WorldState::WorldState(int size, WorldOptions options)
     : size_(size), options_(std::move(options)), ranks_(size) {}
 
 std::string WorldState::tag() const {
-  return " (sim seed=" + std::to_string(options_.seed) + ", world size " + std::to_string(size_) + ")";
+  return " (sim seed=" + std::to_string(options_.seed) + ", world size " + std::to_string(size_) +
+         ")";
 }
 
 void WorldState::enter(int rank, const std::string& where) { ranks_[rank].where = where; }
@@ -50,22 +52,27 @@ std::string WorldState::describe_rank(int rank) const {
   const std::string who = "rank " + std::to_string(rank);
   const std::string where = info.where.empty() ? "before its first call" : info.where;
   switch (info.status) {
-    case Status::kRunning: return who + " is running its own code (" + where + ")";
-    case Status::kBlocked: return who + " waits in " + where;
-    case Status::kExited: return who + " has returned from its body (" + where + ")";
-    case Status::kFailed: return who + " has failed (" + where + ")";
+    case Status::kRunning:
+      return who + " is running its own code (" + where + ")";
+    case Status::kBlocked:
+      return who + " waits in " + where;
+    case Status::kExited:
+      return who + " has returned from its body (" + where + ")";
+    case Status::kFailed:
+      return who + " has failed (" + where + ")";
   }
   return who;
 }
 
 void WorldState::declare_deadlock() {
-  std::string message = "deadlock: every live rank waits and no call can complete - the ranks' calls "
-                        "do not match up:";
+  std::string message =
+      "deadlock: every live rank waits and no call can complete - the ranks' calls "
+      "do not match up:";
   for (int r = 0; r < size_; ++r) message += "\n  " + describe_rank(r);
   message += "\nMake every rank of a group issue the same collectives in the same order" + tag();
   deadlock_message_ = message;
   ++deadlock_epoch_;
-  cv_.notify_all();
+  notify();
 }
 
 void WorldState::fail_wait(const Wait& w, std::exception_ptr error) {
@@ -73,6 +80,16 @@ void WorldState::fail_wait(const Wait& w, std::exception_ptr error) {
   ranks_[w.rank].status = Status::kRunning;
   ranks_[w.rank].wait = nullptr;
   std::rethrow_exception(error);
+}
+
+void WorldState::yield_until_change(std::unique_lock<std::mutex>& lock) {
+  if (options_.yields_before_blocking <= 0) return;
+  const uint64_t seen = changes_.load();
+  lock.unlock();
+  for (int i = 0; i < options_.yields_before_blocking && changes_.load() == seen; ++i) {
+    std::this_thread::yield();
+  }
+  lock.lock();
 }
 
 void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
@@ -83,6 +100,7 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
   me.deadlock_epoch = deadlock_epoch_;
   const uint64_t epoch = deadlock_epoch_;
   if (everyone_stuck()) declare_deadlock();
+  yield_until_change(lock);
   const auto timeout = std::min(w.timeout, options_.timeout);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!w.ready()) {
@@ -108,7 +126,7 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
       }
       const std::string message = timeout_message(w, missing, timeout);
       if (w.abandoned) *w.abandoned = message;
-      cv_.notify_all();
+      notify();
       fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, message))));
     }
     cv_.wait_until(lock, deadline);
@@ -122,7 +140,8 @@ std::string WorldState::timeout_message(const Wait& w, const std::vector<int>& m
   std::string message = w.where + " timed out after " + std::to_string(timeout.count()) +
                         " ms waiting for rank(s) " + engine::dist::describe_ranks(missing) + ":";
   for (const int r : missing) message += "\n  " + describe_rank(r);
-  return message + "\nFind why they did not arrive (a hang, a skipped call) or raise the timeout" + tag();
+  return message + "\nFind why they did not arrive (a hang, a skipped call) or raise the timeout" +
+         tag();
 }
 
 void WorldState::rank_exited(int rank) {
@@ -138,7 +157,7 @@ void WorldState::rank_failed(int rank, std::exception_ptr error) {
     first_failure_ = error;
     failed_rank_ = rank;
   }
-  cv_.notify_all();
+  notify();
 }
 
 std::shared_ptr<GroupState> WorldState::group(const std::string& key,
@@ -146,8 +165,8 @@ std::shared_ptr<GroupState> WorldState::group(const std::string& key,
   std::lock_guard<std::mutex> lock(mutex_);
   auto& slot = groups_[key];
   if (!slot) {
-    slot = std::make_shared<GroupState>(*this, "[" + engine::dist::describe_ranks(global_ranks) + "]",
-                                        global_ranks);
+    slot = std::make_shared<GroupState>(
+        *this, "[" + engine::dist::describe_ranks(global_ranks) + "]", global_ranks);
   }
   return slot;
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -53,7 +54,10 @@ class WorldState {
   void wait(std::unique_lock<std::mutex>& lock, const Wait& w);
 
   // Wakes the waiters after a change that may let them go on (lock held).
-  void notify() { cv_.notify_all(); }
+  void notify() {
+    ++changes_;
+    cv_.notify_all();
+  }
 
   // Throws PeerFailure if some rank failed (with the lock held).
   void check_no_failure(int rank, const std::string& where) const;
@@ -77,11 +81,13 @@ class WorldState {
   enum class Status { kRunning, kBlocked, kExited, kFailed };
   struct RankInfo {
     Status status = Status::kRunning;
-    std::string where;          // current call, or the last one when running user code
-    const Wait* wait = nullptr;  // while blocked
+    std::string where;            // current call, or the last one when running user code
+    const Wait* wait = nullptr;   // while blocked
     uint64_t deadlock_epoch = 0;  // the epoch its wait began in
   };
 
+  // The bounded yield phase of a wait (see WorldOptions::yields_before_blocking).
+  void yield_until_change(std::unique_lock<std::mutex>& lock);
   bool can_go_on(const RankInfo& info) const;
   bool everyone_stuck() const;
   void declare_deadlock();
@@ -94,6 +100,7 @@ class WorldState {
   const WorldOptions options_;
   std::mutex mutex_;
   std::condition_variable cv_;
+  std::atomic<uint64_t> changes_{0};  // bumped by notify(): read without the lock while yielding
   std::vector<RankInfo> ranks_;
   std::exception_ptr first_failure_;
   int failed_rank_ = -1;

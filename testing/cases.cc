@@ -25,7 +25,8 @@ rc::Gen<std::vector<int64_t>> shape_gen() {
 std::pair<int64_t, int64_t> value_range(const std::string& op, c10::ScalarType dtype) {
   if (dtype == c10::kBool) return {0, 2};
   const bool is_unsigned = dtype == c10::kByte;
-  if (op == "min" || op == "max") return is_unsigned ? std::make_pair(0, 201) : std::make_pair(-100, 101);
+  if (op == "min" || op == "max")
+    return is_unsigned ? std::make_pair(0, 201) : std::make_pair(-100, 101);
   if (is_bitwise(op)) return {0, 256};
   return is_unsigned ? std::make_pair(0, 9) : std::make_pair(-8, 9);
 }
@@ -63,12 +64,13 @@ rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops) {
 
 void showValue(const TensorCase& c, std::ostream& os) {
   os << "{world_size=" << c.world_size << " op='" << c.op << "' dtype=" << c10::toString(c.dtype)
-     << " shape=" << at::IntArrayRef(c.shape) << " contiguous=" << c.contiguous << " root=" << c.root
-     << " data_seed=" << c.data_seed << " sim_seed=" << c.sim_seed << "}";
+     << " shape=" << at::IntArrayRef(c.shape) << " contiguous=" << c.contiguous
+     << " root=" << c.root << " data_seed=" << c.data_seed << " sim_seed=" << c.sim_seed << "}";
 }
 
 at::Tensor input_for(const TensorCase& c, int rank, int salt) {
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(c.data_seed * 1000003 + rank * 7919 + salt);
+  auto generator =
+      at::make_generator<at::CPUGeneratorImpl>(c.data_seed * 1000003 + rank * 7919 + salt);
   const std::string op = c.op;
   if (op == "product" && c.dtype != c10::kBool) {
     // Factors of +-1 and +-2: every product is a power of two.

@@ -51,8 +51,9 @@ RC_GTEST_PROP(Mismatch, EveryKindRaisesOnEveryRankNamingEachCall, ()) {
       n,
       [&](int rank) {
         const bool is_odd = rank == odd;
-        at::Tensor t = at::ones({is_odd && difference == Difference::kShape ? 5 : 4},
-                                is_odd && difference == Difference::kDtype ? at::kDouble : at::kFloat);
+        at::Tensor t =
+            at::ones({is_odd && difference == Difference::kShape ? 5 : 4},
+                     is_odd && difference == Difference::kDtype ? at::kDouble : at::kFloat);
         if (difference == Difference::kCollective && is_odd) return dist::broadcast(t, 0);
         if (difference == Difference::kRoot) return dist::reduce(t, is_odd ? (odd + 1) % n : odd);
         dist::all_reduce(t, is_odd && difference == Difference::kOp ? "max" : "sum");
@@ -107,7 +108,8 @@ TEST(MissingRank, OthersTimeOutNamingIt) {
       },
       options);
   for (int r = 0; r < 3; ++r) {
-    EXPECT_TRUE(contains(messages[r], "timed out after 300 ms waiting for rank(s) 3")) << messages[r];
+    EXPECT_TRUE(contains(messages[r], "timed out after 300 ms waiting for rank(s) 3"))
+        << messages[r];
     EXPECT_TRUE(contains(messages[r], "rank 3 is running its own code")) << messages[r];
   }
   EXPECT_EQ(messages[3], "");
@@ -147,9 +149,12 @@ TEST(InvalidArgument, BadRootsListsAndPeersAreRejectedAtTheCall) {
   const auto messages = errors_of<dist::InvalidArgument>(3, [](int rank) {
     at::Tensor t = at::ones({2});
     switch (rank) {
-      case 0: return dist::broadcast(t, 7);
-      case 1: return dist::scatter(t, {at::ones({2})}, 1);
-      default: return dist::send(t, 2);
+      case 0:
+        return dist::broadcast(t, 7);
+      case 1:
+        return dist::scatter(t, {at::ones({2})}, 1);
+      default:
+        return dist::send(t, 2);
     }
   });
   EXPECT_TRUE(contains(messages[0], "rank 7 is not in group [0, 1, 2]")) << messages[0];
@@ -170,7 +175,8 @@ TEST(InvalidArgument, BitwiseOpOnFloatNamesTheDtype) {
     at::Tensor t = at::ones({2});
     dist::all_reduce(t, "bxor");
   });
-  for (const auto& m : messages) EXPECT_TRUE(contains(m, "needs an integer or bool tensor, got Float")) << m;
+  for (const auto& m : messages)
+    EXPECT_TRUE(contains(m, "needs an integer or bool tensor, got Float")) << m;
 }
 
 TEST(SendRecv, DifferentSizesAreAMismatchOnBothSides) {

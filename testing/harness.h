@@ -23,7 +23,8 @@ template <typename R>
 std::vector<R> collect_ranks(int world_size, const std::function<R(int rank)>& body,
                              const sim::WorldOptions& options = test_options()) {
   std::vector<R> results(world_size);
-  run_ranks(world_size, [&](int rank) { results[rank] = body(rank); }, options);
+  run_ranks(
+      world_size, [&](int rank) { results[rank] = body(rank); }, options);
   return results;
 }
 

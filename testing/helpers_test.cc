@@ -28,7 +28,8 @@ fs::path fresh_dir(const std::string& name) {
 }  // namespace
 
 TEST(SyncRandomSeed, EveryRankGetsRankZerosDrawInRange) {
-  const auto seeds = harness::collect_ranks<int64_t>(5, [](int) { return dist::sync_random_seed(); });
+  const auto seeds =
+      harness::collect_ranks<int64_t>(5, [](int) { return dist::sync_random_seed(); });
   for (const auto seed : seeds) {
     EXPECT_EQ(seed, seeds[0]);
     EXPECT_GE(seed, 0);
@@ -41,7 +42,8 @@ RC_GTEST_PROP(AllReduceDict, EqualsPerKeyReferenceWithPromotion, ()) {
   const auto op = *rc::gen::element<std::string>("sum", "mean", "max");
   // Per key: element count and whether the value is an integer tensor.
   const auto layout = *rc::gen::container<std::map<std::string, std::pair<int, bool>>>(
-      rc::gen::string<std::string>(), rc::gen::pair(rc::gen::inRange(0, 5), rc::gen::arbitrary<bool>()));
+      rc::gen::string<std::string>(),
+      rc::gen::pair(rc::gen::inRange(0, 5), rc::gen::arbitrary<bool>()));
   const uint64_t data_seed = *rc::gen::arbitrary<uint32_t>();
   auto value = [&](const std::string& key, int rank) {
     const auto [count, integral] = layout.at(key);
@@ -98,7 +100,8 @@ RC_GTEST_PROP(AllReduceParams, CoalescedAndPerTensorPathsAgree, ()) {
   const auto op = *rc::gen::element<std::string>("sum", "mean", "min");
   // Up to 6 params of up to 100k elements: several 1 MiB buckets, per dtype.
   const auto shapes = *rc::gen::container<std::vector<std::pair<int, bool>>>(
-      *rc::gen::inRange<size_t>(0, 7), rc::gen::pair(rc::gen::inRange(0, 100000), rc::gen::arbitrary<bool>()));
+      *rc::gen::inRange<size_t>(0, 7),
+      rc::gen::pair(rc::gen::inRange(0, 100000), rc::gen::arbitrary<bool>()));
   const uint64_t data_seed = *rc::gen::arbitrary<uint32_t>();
   auto params_of = [&](int rank) {
     std::vector<at::Tensor> params;
@@ -169,9 +172,8 @@ RC_GTEST_PROP(CollectResults, RestoresDatasetOrderKeepingNone, ()) {
 TEST(CollectResults, NeverDeletesTheCallersFolderAndLeavesItClean) {
   const fs::path dir = fresh_dir("keep");
   fs::create_directories(dir / "mine");
-  harness::run_ranks(4, [&](int rank) {
-    dist::collect_results({c10::IValue(rank)}, 4, "cpu", dir.string());
-  });
+  harness::run_ranks(
+      4, [&](int rank) { dist::collect_results({c10::IValue(rank)}, 4, "cpu", dir.string()); });
   EXPECT_TRUE(fs::exists(dir / "mine"));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
   fs::remove_all(dir);
@@ -182,7 +184,8 @@ TEST(CollectResults, LongTmpdirPathsWork) {
   fs::path dir = fresh_dir("long");
   while (dir.string().size() < 700) dir /= std::string(60, 'd');
   const auto results = harness::collect_ranks<std::optional<std::vector<c10::IValue>>>(
-      3, [&](int rank) { return dist::collect_results({c10::IValue(rank)}, 3, "cpu", dir.string()); });
+      3,
+      [&](int rank) { return dist::collect_results({c10::IValue(rank)}, 3, "cpu", dir.string()); });
   ASSERT_TRUE(results[0].has_value());
   EXPECT_EQ((*results[0])[2].toInt(), 2);
   fs::remove_all(fresh_dir("long"));
@@ -192,7 +195,8 @@ TEST(CollectResults, BackToBackCallsOnOneFolderDoNotMixUp) {
   const fs::path dir = fresh_dir("back_to_back");
   harness::run_ranks(4, [&](int rank) {
     for (int64_t call = 0; call < 20; ++call) {
-      const auto merged = dist::collect_results({c10::IValue(call * 10 + rank)}, 4, "cpu", dir.string());
+      const auto merged =
+          dist::collect_results({c10::IValue(call * 10 + rank)}, 4, "cpu", dir.string());
       if (rank != 0) continue;
       for (int r = 0; r < 4; ++r) {
         if ((*merged)[r].toInt() != call * 10 + r) throw std::logic_error("call results mixed up");

@@ -154,7 +154,8 @@ TEST(LocalGroup, MissingUntilInitialisedThenPerNode) {
     dist::init_local_group(rank / 2, 2);
     at::Tensor t = at::full({1}, rank, at::kLong);
     dist::all_reduce(t, "sum", dist::get_local_group());
-    return std::vector<int64_t>{missing, dist::get_local_rank(), dist::get_local_size(), t.item<int64_t>()};
+    return std::vector<int64_t>{missing, dist::get_local_rank(), dist::get_local_size(),
+                                t.item<int64_t>()};
   });
   for (int r = 0; r < 6; ++r) {
     const int64_t node_sum = (r / 2) * 4 + 1;  // ranks 2k and 2k+1

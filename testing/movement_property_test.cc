@@ -55,9 +55,8 @@ RC_GTEST_PROP(Broadcast, EveryRankGetsTheRootsBytesInPlace, ()) {
 RC_GTEST_PROP(AllGather, EveryRankGetsEveryInputInRankOrder, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
-  const auto results = run_case<std::vector<at::Tensor>>(c, [&](int rank) {
-    return dist::all_gather(cases::laid_out(table[rank][0], c.contiguous));
-  });
+  const auto results = run_case<std::vector<at::Tensor>>(
+      c, [&](int rank) { return dist::all_gather(cases::laid_out(table[rank][0], c.contiguous)); });
   std::vector<at::Tensor> expected;
   for (int r = 0; r < c.world_size; ++r) expected.push_back(table[r][0]);
   for (const auto& list : results) RC_ASSERT(lists_equal(list, expected));
@@ -72,8 +71,8 @@ RC_GTEST_PROP(Gather, RootGetsEveryInputOthersGetNothing, ()) {
   std::vector<at::Tensor> expected;
   for (int r = 0; r < c.world_size; ++r) expected.push_back(table[r][0]);
   for (int r = 0; r < c.world_size; ++r) {
-    RC_ASSERT(lists_equal(results[r], (r == c.root || c.world_size == 1) ? expected
-                                                                          : std::vector<at::Tensor>{}));
+    RC_ASSERT(lists_equal(
+        results[r], (r == c.root || c.world_size == 1) ? expected : std::vector<at::Tensor>{}));
   }
 }
 
@@ -100,7 +99,8 @@ RC_GTEST_PROP(AllToAll, OutputSOfRankKIsInputKOfRankS, ()) {
     std::vector<at::Tensor> outputs;
     for (int k = 0; k < c.world_size; ++k) {
       inputs.push_back(cases::laid_out(table[rank][k], c.contiguous));
-      outputs.push_back(cases::laid_out(at::zeros(c.shape, at::TensorOptions(c.dtype)), c.contiguous));
+      outputs.push_back(
+          cases::laid_out(at::zeros(c.shape, at::TensorOptions(c.dtype)), c.contiguous));
     }
     dist::all_to_all(outputs, inputs);
     return outputs;
@@ -118,7 +118,8 @@ RC_GTEST_PROP(SendRecv, RingShiftDeliversEveryTensorToItsNeighbour, ()) {
   const int n = c.world_size;
   const auto results = run_case<at::Tensor>(c, [&](int rank) {
     // Post the send first, then receive: the pattern real backends allow.
-    dist::WorkPtr sent = dist::send_async(cases::laid_out(table[rank][0], c.contiguous), (rank + 1) % n, tag);
+    dist::WorkPtr sent =
+        dist::send_async(cases::laid_out(table[rank][0], c.contiguous), (rank + 1) % n, tag);
     at::Tensor in = cases::laid_out(at::zeros(c.shape, at::TensorOptions(c.dtype)), c.contiguous);
     dist::recv(in, (rank + n - 1) % n, tag);
     sent->wait();

@@ -20,10 +20,9 @@ struct ObjectCase {
 };
 
 rc::Gen<ObjectCase> object_case() {
-  return rc::gen::build<ObjectCase>(rc::gen::set(&ObjectCase::number),
-                                    rc::gen::set(&ObjectCase::text),
-                                    rc::gen::set(&ObjectCase::values),
-                                    rc::gen::set(&ObjectCase::with_none));
+  return rc::gen::build<ObjectCase>(
+      rc::gen::set(&ObjectCase::number), rc::gen::set(&ObjectCase::text),
+      rc::gen::set(&ObjectCase::values), rc::gen::set(&ObjectCase::with_none));
 }
 
 c10::IValue make_object(const ObjectCase& c, int rank) {
@@ -31,7 +30,9 @@ c10::IValue make_object(const ObjectCase& c, int rank) {
   dict.insert("rank", rank);
   dict.insert("number", c.number);
   dict.insert("text", c.text + std::to_string(rank));
-  dict.insert("tensor", at::tensor(c.values.empty() ? std::vector<int64_t>{rank} : c.values, at::kLong) + rank);
+  dict.insert(
+      "tensor",
+      at::tensor(c.values.empty() ? std::vector<int64_t>{rank} : c.values, at::kLong) + rank);
   dict.insert("scale", 0.5 * rank);
   if (c.with_none) dict.insert("none", c10::IValue());
   return dict;
@@ -45,7 +46,8 @@ bool same_object(const c10::IValue& a, const c10::IValue& b) {
     const auto db = b.toGenericDict();
     if (da.size() != db.size()) return false;
     for (const auto& entry : da) {
-      if (!db.contains(entry.key()) || !same_object(entry.value(), db.at(entry.key()))) return false;
+      if (!db.contains(entry.key()) || !same_object(entry.value(), db.at(entry.key())))
+        return false;
     }
     return true;
   }

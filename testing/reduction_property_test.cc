@@ -13,7 +13,8 @@ using cases::TensorCase;
 
 namespace {
 
-const std::vector<std::string> kOps = {"sum", "mean", "product", "min", "max", "band", "bor", "bxor"};
+const std::vector<std::string> kOps = {"sum", "mean", "product", "min",
+                                       "max", "band", "bor",     "bxor"};
 
 std::vector<at::Tensor> inputs_of(const TensorCase& c, int salt = 0) {
   std::vector<at::Tensor> inputs;
@@ -29,7 +30,8 @@ struct InPlace {
 };
 
 template <typename Call>
-std::vector<InPlace> run_in_place(const TensorCase& c, const std::vector<at::Tensor>& inputs, Call call) {
+std::vector<InPlace> run_in_place(const TensorCase& c, const std::vector<at::Tensor>& inputs,
+                                  Call call) {
   return harness::collect_ranks<InPlace>(
       c.world_size,
       [&](int rank) {
@@ -47,7 +49,8 @@ std::vector<InPlace> run_in_place(const TensorCase& c, const std::vector<at::Ten
 RC_GTEST_PROP(AllReduce, EqualsSerialReferenceOnEveryRankInPlace, ()) {
   const TensorCase c = *cases::tensor_case(kOps);
   const auto inputs = inputs_of(c);
-  const auto results = run_in_place(c, inputs, [&](at::Tensor& t, int) { dist::all_reduce(t, c.op); });
+  const auto results =
+      run_in_place(c, inputs, [&](at::Tensor& t, int) { dist::all_reduce(t, c.op); });
   const at::Tensor expected = cases::reduce_reference(inputs, c.op);
   for (const auto& r : results) {
     RC_ASSERT(r.same_object);
@@ -61,7 +64,8 @@ RC_GTEST_PROP(AllReduce, AsyncFormEqualsBlockingForm, ()) {
   const auto results = run_in_place(c, inputs, [&](at::Tensor& t, int) {
     dist::WorkPtr work = dist::all_reduce_async(t, c.op);
     work->wait();
-    if (!work->is_completed() || work->exception()) throw std::logic_error("work not completed cleanly");
+    if (!work->is_completed() || work->exception())
+      throw std::logic_error("work not completed cleanly");
   });
   const at::Tensor expected = cases::reduce_reference(inputs, c.op);
   for (const auto& r : results) RC_ASSERT(cases::bit_equal(r.tensor, expected));
@@ -70,7 +74,8 @@ RC_GTEST_PROP(AllReduce, AsyncFormEqualsBlockingForm, ()) {
 RC_GTEST_PROP(Reduce, RootGetsReferenceOthersUntouched, ()) {
   const TensorCase c = *cases::tensor_case(kOps);
   const auto inputs = inputs_of(c);
-  const auto results = run_in_place(c, inputs, [&](at::Tensor& t, int) { dist::reduce(t, c.root, c.op); });
+  const auto results =
+      run_in_place(c, inputs, [&](at::Tensor& t, int) { dist::reduce(t, c.root, c.op); });
   const at::Tensor expected = cases::reduce_reference(inputs, c.op);
   for (int r = 0; r < c.world_size; ++r) {
     RC_ASSERT(results[r].same_object);
@@ -85,7 +90,8 @@ RC_GTEST_PROP(ReduceScatter, RankKGetsReferenceOfChunkK, ()) {
   for (int k = 0; k < c.world_size; ++k) inputs.push_back(inputs_of(c, /*salt=*/k + 1));
   const auto results = run_in_place(c, inputs[0], [&](at::Tensor& out, int rank) {
     std::vector<at::Tensor> mine;
-    for (int k = 0; k < c.world_size; ++k) mine.push_back(cases::laid_out(inputs[k][rank], c.contiguous));
+    for (int k = 0; k < c.world_size; ++k)
+      mine.push_back(cases::laid_out(inputs[k][rank], c.contiguous));
     dist::reduce_scatter(out, mine, c.op);
   });
   for (int k = 0; k < c.world_size; ++k) {

@@ -29,7 +29,8 @@ std::string join(const std::vector<std::string>& names) {
 void register_backend(const std::string& name, BackendFactory factory) {
   std::lock_guard<std::mutex> lock(registry().mutex);
   if (!registry().factories.emplace(name, std::move(factory)).second) {
-    throw InvalidArgument("backend '" + name + "' is registered twice: give each backend its own name");
+    throw InvalidArgument("backend '" + name +
+                          "' is registered twice: give each backend its own name");
   }
 }
 
@@ -41,9 +42,9 @@ std::shared_ptr<Backend> create_backend(const std::string& name, const BackendOp
     if (it != registry().factories.end()) factory = it->second;
   }
   if (!factory) {
-    throw InvalidArgument(on_rank(options.rank, "unknown backend '" + name +
-                                                    "'; available in this binary: " +
-                                                    join(available_backends())));
+    throw InvalidArgument(on_rank(
+        options.rank,
+        "unknown backend '" + name + "'; available in this binary: " + join(available_backends())));
   }
   return factory(options);
 }

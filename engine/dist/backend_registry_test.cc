@@ -14,7 +14,8 @@ TEST(BackendRegistry, UnknownNameListsTheAvailableBackends) {
     FAIL();
   } catch (const InvalidArgument& e) {
     const std::string message = e.what();
-    EXPECT_NE(message.find("[rank 2] unknown backend 'nccl_missing'"), std::string::npos) << message;
+    EXPECT_NE(message.find("[rank 2] unknown backend 'nccl_missing'"), std::string::npos)
+        << message;
     EXPECT_NE(message.find("fake_for_registry_test"), std::string::npos) << message;
   }
 }

@@ -30,27 +30,32 @@ struct Call {
   // The group rank of the global rank `root`.
   int root(int global_root) const {
     if (group) return group->group_rank_of(global_root);
-    if (global_root != 0) invalid("root " + std::to_string(global_root) + " does not exist: not distributed, only rank 0 does");
+    if (global_root != 0)
+      invalid("root " + std::to_string(global_root) +
+              " does not exist: not distributed, only rank 0 does");
     return 0;
   }
 
   void check_dense(const at::Tensor& t, const char* what) const {
     if (!t.defined()) invalid(std::string(what) + " is an undefined tensor");
-    if (t.layout() != at::kStrided) invalid(std::string(what) + " must be a dense (strided) tensor");
+    if (t.layout() != at::kStrided)
+      invalid(std::string(what) + " must be a dense (strided) tensor");
   }
 
   void check_like(const at::Tensor& t, const at::Tensor& like, const char* what) const {
     check_dense(t, what);
-    if (t.scalar_type() != like.scalar_type() || t.sizes() != like.sizes() || t.device() != like.device()) {
+    if (t.scalar_type() != like.scalar_type() || t.sizes() != like.sizes() ||
+        t.device() != like.device()) {
       invalid(std::string(what) + " holds a " + describe(t) + " tensor where " + describe(like) +
               " is needed: every tensor of the call needs the same dtype, shape and device");
     }
   }
 
-  void check_list(const std::vector<at::Tensor>& list, const at::Tensor& like, const char* what) const {
+  void check_list(const std::vector<at::Tensor>& list, const at::Tensor& like,
+                  const char* what) const {
     if (static_cast<int>(list.size()) != size()) {
-      invalid(std::string(what) + " holds " + std::to_string(list.size()) + " tensors; the group has " +
-              std::to_string(size()) + " ranks: pass one per rank");
+      invalid(std::string(what) + " holds " + std::to_string(list.size()) +
+              " tensors; the group has " + std::to_string(size()) + " ranks: pass one per rank");
     }
     for (const auto& t : list) check_like(t, like, what);
   }
@@ -133,7 +138,8 @@ WorkPtr gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data, i
     return completed_work();
   }
   const at::Tensor input = data.contiguous();
-  outputs = call.my_group_rank() == root ? empty_list(call.size(), input) : std::vector<at::Tensor>{};
+  outputs =
+      call.my_group_rank() == root ? empty_list(call.size(), input) : std::vector<at::Tensor>{};
   return then(call.backend().gather(outputs, input, root), [input] {});
 }
 

@@ -37,7 +37,8 @@ WorkPtr all_gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& dat
                          const GroupPtr& group = nullptr);
 
 // On `dst`, one tensor per rank; elsewhere an empty list.
-std::vector<at::Tensor> gather(const at::Tensor& data, int dst = 0, const GroupPtr& group = nullptr);
+std::vector<at::Tensor> gather(const at::Tensor& data, int dst = 0,
+                               const GroupPtr& group = nullptr);
 WorkPtr gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data, int dst = 0,
                      const GroupPtr& group = nullptr);
 

@@ -27,8 +27,9 @@ std::shared_ptr<Context> make_context(std::shared_ptr<Backend> world) {
 void init_process_group(std::shared_ptr<Backend> world) {
   std::lock_guard<std::mutex> lock(process_mutex);
   if (process_context) {
-    throw InvalidArgument(on_rank(world->rank(), "the process group is already initialised: call "
-                                                  "destroy_process_group() before initialising again"));
+    throw InvalidArgument(on_rank(world->rank(),
+                                  "the process group is already initialised: call "
+                                  "destroy_process_group() before initialising again"));
   }
   process_context = make_context(std::move(world));
 }

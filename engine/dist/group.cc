@@ -17,17 +17,18 @@ int Group::rank() const { return is_member() ? backend_->rank() : -1; }
 int Group::group_rank_of(int global_rank) const {
   const auto it = std::find(global_ranks_.begin(), global_ranks_.end(), global_rank);
   if (it == global_ranks_.end()) {
-    throw InvalidArgument(on_rank(my_global_rank_, "rank " + std::to_string(global_rank) +
-                                                       " is not in group " + describe() +
-                                                       ": pass a global rank that belongs to the group"));
+    throw InvalidArgument(on_rank(
+        my_global_rank_, "rank " + std::to_string(global_rank) + " is not in group " + describe() +
+                             ": pass a global rank that belongs to the group"));
   }
   return static_cast<int>(it - global_ranks_.begin());
 }
 
 Backend& Group::backend() const {
   if (!is_member()) {
-    throw InvalidArgument(on_rank(my_global_rank_, "this rank is not a member of group " + describe() +
-                                                       ": only its members may use it"));
+    throw InvalidArgument(on_rank(
+        my_global_rank_,
+        "this rank is not a member of group " + describe() + ": only its members may use it"));
   }
   return *backend_;
 }

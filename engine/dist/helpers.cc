@@ -28,7 +28,8 @@ int first_rank_of(const GroupPtr& group) { return group ? group->global_rank_of(
 std::vector<std::string> entry_signatures(const std::map<std::string, at::Tensor>& data) {
   std::vector<std::string> out;
   for (const auto& [key, value] : data) {
-    out.push_back(key + ": " + std::string(c10::toString(value.scalar_type())) + describe(value.sizes()));
+    out.push_back(key + ": " + std::string(c10::toString(value.scalar_type())) +
+                  describe(value.sizes()));
   }
   return out;
 }
@@ -61,10 +62,12 @@ void check_same_entries(const std::map<std::string, at::Tensor>& data, const Gro
         }
       }
     }
-    message += "\n  rank " + std::to_string(r) + " alone or with some: " + (odd.empty() ? "(none)" : odd);
+    message +=
+        "\n  rank " + std::to_string(r) + " alone or with some: " + (odd.empty() ? "(none)" : odd);
   }
-  throw CollectiveMismatch(on_rank(get_rank(), message + "\nPass the same keys with the same shapes and "
-                                                         "dtypes on every rank."));
+  throw CollectiveMismatch(on_rank(get_rank(), message +
+                                                   "\nPass the same keys with the same shapes and "
+                                                   "dtypes on every rank."));
 }
 
 void reduce_coalesced(const std::vector<at::Tensor>& bucket, const std::string& op,
@@ -126,7 +129,8 @@ std::string make_unique_dir(const std::optional<std::string>& tmpdir) {
   fs::create_directories(base);
   std::string pattern = (base / "collect_results_XXXXXX").string();
   if (!mkdtemp(pattern.data())) {
-    throw DistError(on_rank(get_rank(), "collect_results cannot create a folder in " + base.string() +
+    throw DistError(on_rank(get_rank(), "collect_results cannot create a folder in " +
+                                            base.string() +
                                             ": check that it is writable or pass another tmpdir"));
   }
   return pattern;
@@ -144,7 +148,8 @@ void write_file(const fs::path& path, const at::Tensor& bytes) {
 
 at::Tensor read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
   if (!in.eof() && !in) throw DistError("collect_results cannot read " + path.string());
   at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
   std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
@@ -215,12 +220,14 @@ std::optional<std::vector<c10::IValue>> collect_results(const std::vector<c10::I
                                                         int64_t size, const std::string& device,
                                                         const std::optional<std::string>& tmpdir) {
   if (device != "cpu" && device != "gpu") {
-    throw InvalidArgument(on_rank(get_rank(), "collect_results: device must be \"cpu\" (through "
-                                              "files) or \"gpu\" (through all_gather), got \"" +
-                                                  device + "\""));
+    throw InvalidArgument(on_rank(get_rank(),
+                                  "collect_results: device must be \"cpu\" (through "
+                                  "files) or \"gpu\" (through all_gather), got \"" +
+                                      device + "\""));
   }
   if (size < 0) {
-    throw InvalidArgument(on_rank(get_rank(), "collect_results: size must be >= 0, got " + std::to_string(size)));
+    throw InvalidArgument(
+        on_rank(get_rank(), "collect_results: size must be >= 0, got " + std::to_string(size)));
   }
   if (get_world_size() == 1) return merge_round_robin({part}, size);
   if (device == "cpu") return collect_through_files(part, size, tmpdir);

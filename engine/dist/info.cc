@@ -55,8 +55,9 @@ GroupPtr get_local_group() {
   Context* context = current_context();
   if (!context) return nullptr;
   if (!context->local_group) {
-    throw DistError(on_rank(global_rank(), "the local process group is not created: call "
-                                           "init_local_group(node_rank, num_per_node) first"));
+    throw DistError(on_rank(global_rank(),
+                            "the local process group is not created: call "
+                            "init_local_group(node_rank, num_per_node) first"));
   }
   return context->local_group;
 }
@@ -69,8 +70,9 @@ GroupPtr new_group(std::vector<int> ranks) {
   const Group* world = resolve(nullptr);
   const int me = global_rank();
   if (!world) {
-    throw InvalidArgument(on_rank(me, "new_group needs an initialised process group: call "
-                                      "init_process_group (or run inside a sim::World) first"));
+    throw InvalidArgument(on_rank(me,
+                                  "new_group needs an initialised process group: call "
+                                  "init_process_group (or run inside a sim::World) first"));
   }
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
@@ -91,10 +93,11 @@ void init_local_group(int node_rank, int num_per_node) {
   const int me = global_rank();
   if (num_per_node <= 0 || world_size % num_per_node != 0 || node_rank < 0 ||
       node_rank >= world_size / num_per_node || me / num_per_node != node_rank) {
-    throw InvalidArgument(on_rank(me, "init_local_group(node_rank=" + std::to_string(node_rank) +
-                                          ", num_per_node=" + std::to_string(num_per_node) +
-                                          ") does not fit world size " + std::to_string(world_size) +
-                                          ": the world must be whole nodes and this rank on node_rank"));
+    throw InvalidArgument(
+        on_rank(me, "init_local_group(node_rank=" + std::to_string(node_rank) +
+                        ", num_per_node=" + std::to_string(num_per_node) +
+                        ") does not fit world size " + std::to_string(world_size) +
+                        ": the world must be whole nodes and this rank on node_rank"));
   }
   for (int node = 0; node < world_size / num_per_node; ++node) {
     std::vector<int> ranks(num_per_node);

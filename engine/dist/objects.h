@@ -14,7 +14,8 @@
 namespace engine::dist {
 
 // Every rank's object, in group-rank order.
-std::vector<c10::IValue> all_gather_object(const c10::IValue& data, const GroupPtr& group = nullptr);
+std::vector<c10::IValue> all_gather_object(const c10::IValue& data,
+                                           const GroupPtr& group = nullptr);
 
 // On `dst` (a global rank), every rank's object; elsewhere std::nullopt
 // (mmengine returns None there).

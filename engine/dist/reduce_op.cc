@@ -16,10 +16,10 @@ std::string lower(std::string s) {
 
 const std::map<std::string, ReduceSpec>& known_ops() {
   static const std::map<std::string, ReduceSpec> ops = {
-      {"sum", {ReduceOp::kSum, false}},   {"mean", {ReduceOp::kSum, true}},
+      {"sum", {ReduceOp::kSum, false}},         {"mean", {ReduceOp::kSum, true}},
       {"product", {ReduceOp::kProduct, false}}, {"min", {ReduceOp::kMin, false}},
-      {"max", {ReduceOp::kMax, false}},   {"band", {ReduceOp::kBand, false}},
-      {"bor", {ReduceOp::kBor, false}},   {"bxor", {ReduceOp::kBxor, false}},
+      {"max", {ReduceOp::kMax, false}},         {"band", {ReduceOp::kBand, false}},
+      {"bor", {ReduceOp::kBor, false}},         {"bxor", {ReduceOp::kBxor, false}},
   };
   return ops;
 }
@@ -39,25 +39,33 @@ ReduceSpec parse_reduce_op(const std::string& name, c10::ScalarType dtype, int r
   }
   const ReduceSpec spec = it->second;
   if (is_bitwise(spec.op) && c10::isFloatingType(dtype)) {
-    throw InvalidArgument(on_rank(rank, "reduce op '" + name + "' needs an integer or bool tensor, got " +
+    throw InvalidArgument(on_rank(rank, "reduce op '" + name +
+                                            "' needs an integer or bool tensor, got " +
                                             c10::toString(dtype) + ": use sum/min/max instead"));
   }
   if (spec.mean && dtype == c10::ScalarType::Bool) {
-    throw InvalidArgument(
-        on_rank(rank, "reduce op 'mean' is undefined for bool tensors: convert to a number dtype first"));
+    throw InvalidArgument(on_rank(
+        rank, "reduce op 'mean' is undefined for bool tensors: convert to a number dtype first"));
   }
   return spec;
 }
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kProduct: return "product";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kBand: return "band";
-    case ReduceOp::kBor: return "bor";
-    case ReduceOp::kBxor: return "bxor";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kProduct:
+      return "product";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kBand:
+      return "band";
+    case ReduceOp::kBor:
+      return "bor";
+    case ReduceOp::kBxor:
+      return "bxor";
   }
   return "?";
 }

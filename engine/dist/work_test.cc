@@ -19,7 +19,8 @@ TEST(Work, ThenRunsItsContinuationOnceAfterSuccess) {
 
 TEST(Work, AnErrorSkipsTheContinuationAndComesFromEveryWait) {
   int runs = 0;
-  WorkPtr work = then(completed_work(std::make_exception_ptr(std::runtime_error("lost"))), [&] { ++runs; });
+  WorkPtr work =
+      then(completed_work(std::make_exception_ptr(std::runtime_error("lost"))), [&] { ++runs; });
   EXPECT_THROW(work->wait(), std::runtime_error);
   EXPECT_THROW(work->wait(), std::runtime_error);
   EXPECT_NE(work->exception(), nullptr);

@@ -32,6 +32,7 @@ struct Args {
   int factor = 4;
   int iters = 50;
   int warmup = 5;
+  int yields = sim::WorldOptions().yields_before_blocking;
   std::string json;
 };
 
@@ -49,9 +50,11 @@ std::vector<std::string> split(const std::string& text) {
 }
 
 [[noreturn]] void usage(const std::string& problem) {
-  std::cerr << "collectives: " << problem << "\n"
-            << "usage: collectives [--ranks N] [--ops all_reduce,broadcast,...|all] [--min-bytes 4K]\n"
-            << "                   [--max-bytes 64M] [--factor 4] [--iters 50] [--warmup 5] [--json FILE]\n";
+  std::cerr
+      << "collectives: " << problem << "\n"
+      << "usage: collectives [--ranks N] [--ops all_reduce,broadcast,...|all] [--min-bytes 4K]\n"
+      << "                   [--max-bytes 64M] [--factor 4] [--iters 50] [--warmup 5] [--json "
+         "FILE]\n";
   std::exit(2);
 }
 
@@ -61,15 +64,26 @@ Args parse(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) usage("missing value after " + flag);
     const std::string value = argv[++i];
-    if (flag == "--ranks") args.ranks = std::stoi(value);
-    else if (flag == "--ops") args.ops = split(value);
-    else if (flag == "--min-bytes") args.min_bytes = parse_bytes(value);
-    else if (flag == "--max-bytes") args.max_bytes = parse_bytes(value);
-    else if (flag == "--factor") args.factor = std::stoi(value);
-    else if (flag == "--iters") args.iters = std::stoi(value);
-    else if (flag == "--warmup") args.warmup = std::stoi(value);
-    else if (flag == "--json") args.json = value;
-    else usage("unknown flag " + flag);
+    if (flag == "--ranks")
+      args.ranks = std::stoi(value);
+    else if (flag == "--ops")
+      args.ops = split(value);
+    else if (flag == "--min-bytes")
+      args.min_bytes = parse_bytes(value);
+    else if (flag == "--max-bytes")
+      args.max_bytes = parse_bytes(value);
+    else if (flag == "--factor")
+      args.factor = std::stoi(value);
+    else if (flag == "--iters")
+      args.iters = std::stoi(value);
+    else if (flag == "--warmup")
+      args.warmup = std::stoi(value);
+    else if (flag == "--json")
+      args.json = value;
+    else if (flag == "--yields")
+      args.yields = std::stoi(value);
+    else
+      usage("unknown flag " + flag);
   }
   if (args.ranks < 1 || args.factor < 2 || args.iters < 1 || args.min_bytes < 4) usage("bad value");
   return args;
@@ -125,14 +139,20 @@ int main(int argc, char** argv) {
   const bench::Machine machine = bench::describe_machine();
   const double bound = bench::memcpy_bandwidth();
   std::printf("# machine: %d cores, %s\n", machine.cores, machine.cpu.c_str());
-  std::printf("# 2-thread memcpy: %.2f GB/s read+write -> all_reduce bound for %d ranks: algbw %.2f, busbw %.2f GB/s\n",
-              bound, args.ranks, bound / (2 * args.ranks), bound / (2 * args.ranks) * 2.0 * (args.ranks - 1) / args.ranks);
-  std::printf("# backend sim, %d ranks, %d iterations after %d warm-up\n", args.ranks, args.iters, args.warmup);
-  std::printf("#%15s %12s %11s %12s %12s %8s\n", "collective", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  std::printf(
+      "# 2-thread memcpy: %.2f GB/s read+write -> all_reduce bound for %d ranks: algbw %.2f, busbw "
+      "%.2f GB/s\n",
+      bound, args.ranks, bound / (2 * args.ranks),
+      bound / (2 * args.ranks) * 2.0 * (args.ranks - 1) / args.ranks);
+  std::printf("# backend sim, %d ranks, %d iterations after %d warm-up\n", args.ranks, args.iters,
+              args.warmup);
+  std::printf("#%15s %12s %11s %12s %12s %8s\n", "collective", "size(B)", "time(us)", "algbw(GB/s)",
+              "busbw(GB/s)", "#wrong");
 
   std::vector<Row> rows;
   sim::WorldOptions options;
   options.timeout = std::chrono::minutes(10);
+  options.yields_before_blocking = args.yields;
   for (const auto& d : selected(args)) {
     for (int64_t bytes = args.min_bytes; bytes <= args.max_bytes; bytes *= args.factor) {
       Row row;
@@ -140,8 +160,9 @@ int main(int argc, char** argv) {
         const Row measured = measure(d, args, bytes, rank, args.ranks);
         if (rank == 0) row = measured;
       });
-      std::printf(" %15s %12lld %11.1f %12.3f %12.3f %8lld\n", row.op.c_str(), static_cast<long long>(row.bytes),
-                  row.time_us, row.algbw, row.busbw, static_cast<long long>(row.wrong));
+      std::printf(" %15s %12lld %11.1f %12.3f %12.3f %8lld\n", row.op.c_str(),
+                  static_cast<long long>(row.bytes), row.time_us, row.algbw, row.busbw,
+                  static_cast<long long>(row.wrong));
       std::fflush(stdout);
       rows.push_back(row);
     }
@@ -151,13 +172,19 @@ int main(int argc, char** argv) {
   nlohmann::json results = nlohmann::json::array();
   for (const auto& r : rows) {
     total_wrong += r.wrong;
-    results.push_back({{"collective", r.op}, {"bytes", r.bytes}, {"time_us", r.time_us},
-                       {"algbw_gbps", r.algbw}, {"busbw_gbps", r.busbw}, {"wrong", r.wrong}});
+    results.push_back({{"collective", r.op},
+                       {"bytes", r.bytes},
+                       {"time_us", r.time_us},
+                       {"algbw_gbps", r.algbw},
+                       {"busbw_gbps", r.busbw},
+                       {"wrong", r.wrong}});
   }
   if (!args.json.empty()) {
-    const nlohmann::json report = {{"backend", "sim"}, {"ranks", args.ranks},
+    const nlohmann::json report = {{"backend", "sim"},
+                                   {"ranks", args.ranks},
                                    {"machine", {{"cores", machine.cores}, {"cpu", machine.cpu}}},
-                                   {"memcpy_gbps", bound}, {"results", results}};
+                                   {"memcpy_gbps", bound},
+                                   {"results", results}};
     std::ofstream(args.json) << report.dump(2) << "\n";
   }
   std::printf("# %lld wrong elements in total\n", static_cast<long long>(total_wrong));

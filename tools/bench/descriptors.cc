@@ -32,7 +32,9 @@ Descriptor all_reduce() {
   return {"all_reduce", all_reduce_factor,
           [](int rank, int, int64_t bytes) { return Buffers{pattern(floats(bytes), rank)}; },
           [](Buffers& b) { dist::all_reduce(b.input); },
-          [](const Buffers& b, int, int n) { return wrong(b.input, sum_of_patterns(b.input.numel(), n, 0)); }};
+          [](const Buffers& b, int, int n) {
+            return wrong(b.input, sum_of_patterns(b.input.numel(), n, 0));
+          }};
 }
 
 Descriptor broadcast() {
@@ -94,7 +96,8 @@ Descriptor all_to_all() {
           [](Buffers& b) { dist::all_to_all(b.outputs, b.inputs); },
           [](const Buffers& b, int rank, int n) {
             int64_t total = 0;
-            for (int s = 0; s < n; ++s) total += wrong(b.outputs[s], pattern(b.outputs[s].numel(), s * n + rank));
+            for (int s = 0; s < n; ++s)
+              total += wrong(b.outputs[s], pattern(b.outputs[s].numel(), s * n + rank));
             return total;
           }};
 }

@@ -37,7 +37,8 @@ double memcpy_bandwidth() {
       });
     }
     for (auto& thread : threads) thread.join();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return 2.0 * kBytes / best / 1e9;
 }

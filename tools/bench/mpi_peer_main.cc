@@ -32,12 +32,18 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
-    if (flag == "--ops") args.op = value;
-    else if (flag == "--min-bytes") args.min_bytes = parse_bytes(value);
-    else if (flag == "--max-bytes") args.max_bytes = parse_bytes(value);
-    else if (flag == "--factor") args.factor = std::stoi(value);
-    else if (flag == "--iters") args.iters = std::stoi(value);
-    else if (flag == "--warmup") args.warmup = std::stoi(value);
+    if (flag == "--ops")
+      args.op = value;
+    else if (flag == "--min-bytes")
+      args.min_bytes = parse_bytes(value);
+    else if (flag == "--max-bytes")
+      args.max_bytes = parse_bytes(value);
+    else if (flag == "--factor")
+      args.factor = std::stoi(value);
+    else if (flag == "--iters")
+      args.iters = std::stoi(value);
+    else if (flag == "--warmup")
+      args.warmup = std::stoi(value);
   }
   return args;
 }
@@ -50,7 +56,8 @@ void run(const std::string& op, std::vector<float>& data, std::vector<float>& ga
   } else if (op == "broadcast") {
     MPI_Bcast(data.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
   } else {
-    MPI_Allgather(data.data(), count / n, MPI_FLOAT, gathered.data(), count / n, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Allgather(data.data(), count / n, MPI_FLOAT, gathered.data(), count / n, MPI_FLOAT,
+                  MPI_COMM_WORLD);
   }
 }
 
@@ -70,13 +77,15 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   const Args args = parse(argc, argv);
   if (args.op != "all_reduce" && args.op != "broadcast" && args.op != "all_gather") {
-    if (rank == 0) std::fprintf(stderr, "mpi_peer: --ops is one of all_reduce, broadcast, all_gather\n");
+    if (rank == 0)
+      std::fprintf(stderr, "mpi_peer: --ops is one of all_reduce, broadcast, all_gather\n");
     MPI_Finalize();
     return 2;
   }
   if (rank == 0) {
     std::printf("# peer: Open MPI %s, %d ranks\n", args.op.c_str(), n);
-    std::printf("#%15s %12s %11s %12s %12s %8s\n", "collective", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    std::printf("#%15s %12s %11s %12s %12s %8s\n", "collective", "size(B)", "time(us)",
+                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   }
   long long total_wrong = 0;
   for (long long bytes = args.min_bytes; bytes <= args.max_bytes; bytes *= args.factor) {
@@ -105,8 +114,8 @@ int main(int argc, char** argv) {
     total_wrong += wrong;
     const double algbw = bytes / seconds / 1e9;
     if (rank == 0) {
-      std::printf(" %15s %12lld %11.1f %12.3f %12.3f %8lld\n", args.op.c_str(), bytes, seconds * 1e6, algbw,
-                  algbw * busbw_factor(args.op, n), wrong);
+      std::printf(" %15s %12lld %11.1f %12.3f %12.3f %8lld\n", args.op.c_str(), bytes,
+                  seconds * 1e6, algbw, algbw * busbw_factor(args.op, n), wrong);
       std::fflush(stdout);
     }
   }
