@@ -6,7 +6,9 @@
 namespace sim {
 
 std::string CallRecord::describe() const {
-  std::string out = kind + " #" + std::to_string(seq) + " (";
+  std::string out = std::string(kind) + " #" + std::to_string(seq) + " (";
+  if (peer >= 0)
+    out += (std::string(kind) == "send" ? "to " : "from ") + std::to_string(peer) + ", ";
   if (op >= 0)
     out +=
         std::string(engine::dist::reduce_op_name(static_cast<engine::dist::ReduceOp>(op))) + ", ";
@@ -20,8 +22,8 @@ std::string CallRecord::describe() const {
 }
 
 bool CallRecord::same_call(const CallRecord& other) const {
-  return kind == other.kind && seq == other.seq && dtype == other.dtype && shape == other.shape &&
-         root == other.root && op == other.op && ranks == other.ranks;
+  return std::string(kind) == other.kind && seq == other.seq && dtype == other.dtype &&
+         shape == other.shape && root == other.root && op == other.op && ranks == other.ranks;
 }
 
 int64_t CallRecord::payload_bytes() const {

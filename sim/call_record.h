@@ -13,13 +13,14 @@ namespace sim {
 // handles; the rank keeps them alive until the collective returns.
 struct CallRecord {
   // Compared across ranks.
-  std::string kind;  // "all_reduce", "broadcast", ...
-  uint64_t seq = 0;  // this rank's call count on the group
+  const char* kind = "";  // "all_reduce", "broadcast", ... (a literal)
+  uint64_t seq = 0;       // this rank's call count on the group
   c10::ScalarType dtype = c10::ScalarType::Undefined;
   std::vector<int64_t> shape;  // every tensor of the call has this shape
   int root = -1;               // group rank, -1 when the kind has none
   int op = -1;                 // engine::dist::ReduceOp, -1 when none
   std::vector<int> ranks;      // split: the new group's ranks
+  int peer = -1;               // send/recv: the other side's group rank
 
   // Not compared: the data.
   at::Tensor tensor;                // the single tensor of the call (in/out)

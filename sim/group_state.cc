@@ -25,8 +25,7 @@ GroupState::GroupState(WorldState& world, std::string name, std::vector<int> glo
 }
 
 void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, int rank,
-                        const std::string& where, bool abortable,
-                        const std::function<void()>& on_last) {
+                        bool abortable, const std::function<void()>& on_last) {
   if (!barrier.abandoned.empty()) {
     throw engine::dist::Timeout(on_rank(global_ranks_[rank], barrier.abandoned));
   }
@@ -42,21 +41,21 @@ void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, in
     world_.notify();
     return;
   }
-  world_.wait(lock, WorldState::Wait{global_ranks_[rank], where,
-                                     [&] { return barrier.generation != generation; },
-                                     [&] {
-                                       std::vector<int> missing;
-                                       if (!abortable) return missing;
-                                       for (int r = 0; r < size(); ++r) {
-                                         if (!barrier.here[r]) missing.push_back(global_ranks_[r]);
-                                       }
-                                       return missing;
-                                     },
-                                     [&] {
-                                       barrier.here[rank] = false;
-                                       if (--barrier.arrived == 0) barrier.abandoned.clear();
-                                     },
-                                     abortable ? &barrier.abandoned : nullptr});
+  world_.wait(
+      lock, WorldState::Wait{global_ranks_[rank], [&] { return barrier.generation != generation; },
+                             [&] {
+                               std::vector<int> missing;
+                               if (!abortable) return missing;
+                               for (int r = 0; r < size(); ++r) {
+                                 if (!barrier.here[r]) missing.push_back(global_ranks_[r]);
+                               }
+                               return missing;
+                             },
+                             [&] {
+                               barrier.here[rank] = false;
+                               if (--barrier.arrived == 0) barrier.abandoned.clear();
+                             },
+                             abortable ? &barrier.abandoned : nullptr});
 }
 
 std::string GroupState::mismatch_message(const std::string& intro) const {
@@ -89,13 +88,12 @@ GroupState::Verdict GroupState::judge(const std::function<std::string(const Call
 void GroupState::collective(int rank, const CallRecord& call,
                             const std::function<std::string(const Calls&)>& check,
                             const Task& task) {
-  const std::string where = call.describe() + " on group " + name_;
   const int me = global_ranks_[rank];
   std::unique_lock<std::mutex> lock(world_.mutex());
-  world_.check_no_failure(me, where);
-  world_.enter(me, where);
+  world_.check_no_failure(me, call, name_);
+  const WorldState::InCall in_call(world_, me, call, name_);
   calls_[rank] = &call;
-  arrive(lock, arrival_, rank, where, /*abortable=*/true, [&] {
+  arrive(lock, arrival_, rank, /*abortable=*/true, [&] {
     verdict_ = judge(check);
     verdict_.moved = verdict_.mismatch.empty() && call.payload_bytes() <= kSmallPayloadBytes;
     if (verdict_.moved) {
@@ -104,7 +102,6 @@ void GroupState::collective(int rank, const CallRecord& call,
   });
   const Verdict verdict = verdict_;
   if (!verdict.mismatch.empty()) {
-    world_.leave(me);
     if (verdict.invalid) throw engine::dist::InvalidArgument(on_rank(me, verdict.mismatch));
     throw engine::dist::CollectiveMismatch(on_rank(me, verdict.mismatch));
   }
@@ -112,13 +109,8 @@ void GroupState::collective(int rank, const CallRecord& call,
     lock.unlock();
     task(rank, calls_);
     lock.lock();
-    arrive(lock, departure_, rank, where, /*abortable=*/false, [] {});
+    arrive(lock, departure_, rank, /*abortable=*/false, [] {});
   }
-  world_.leave(me);
-}
-
-std::string GroupState::p2p_where(const CallRecord& call, const char* direction, int peer) const {
-  return call.describe() + direction + std::to_string(global_ranks_[peer]) + " on group " + name_;
 }
 
 std::shared_ptr<GroupState::PendingSend> GroupState::post_send(int rank, CallRecord call, int dst,
@@ -126,7 +118,7 @@ std::shared_ptr<GroupState::PendingSend> GroupState::post_send(int rank, CallRec
   auto pending = std::make_shared<PendingSend>(PendingSend{std::move(call), rank, dst, tag});
   const int me = global_ranks_[rank];
   std::lock_guard<std::mutex> lock(world_.mutex());
-  world_.check_no_failure(me, p2p_where(pending->call, " to rank ", dst));
+  world_.check_no_failure(me, pending->call, name_);
   mailbox_[{rank, dst, tag}].push_back(pending);
   world_.notify();
   return pending;
@@ -140,32 +132,29 @@ bool GroupState::send_done(const PendingSend& pending) {
 void GroupState::wait_send(const std::shared_ptr<PendingSend>& pending,
                            std::chrono::milliseconds timeout) {
   const int me = global_ranks_[pending->rank];
-  const std::string where = p2p_where(pending->call, " to rank ", pending->dst);
   std::unique_lock<std::mutex> lock(world_.mutex());
-  world_.enter(me, where);
+  const WorldState::InCall in_call(world_, me, pending->call, name_);
   auto& queue = mailbox_[{pending->rank, pending->dst, pending->tag}];
   world_.wait(lock, WorldState::Wait{
-                        me, where, [&] { return pending->done; },
+                        me, [&] { return pending->done; },
                         [&] {
                           return pending->taken ? std::vector<int>{}
                                                 : std::vector<int>{global_ranks_[pending->dst]};
                         },
                         [&] { queue.erase(std::find(queue.begin(), queue.end(), pending)); },
                         nullptr, timeout});
-  world_.leave(me);
   if (!pending->mismatch.empty()) {
     throw engine::dist::CollectiveMismatch(on_rank(me, pending->mismatch));
   }
 }
 
 void GroupState::recv(int rank, const CallRecord& call, int src, int tag) {
-  const std::string where = p2p_where(call, " from rank ", src);
   const int me = global_ranks_[rank];
   std::unique_lock<std::mutex> lock(world_.mutex());
-  world_.check_no_failure(me, where);
-  world_.enter(me, where);
+  world_.check_no_failure(me, call, name_);
+  const WorldState::InCall in_call(world_, me, call, name_);
   auto& queue = mailbox_[{src, rank, tag}];
-  world_.wait(lock, WorldState::Wait{me, where, [&] { return !queue.empty(); },
+  world_.wait(lock, WorldState::Wait{me, [&] { return !queue.empty(); },
                                      [&] { return std::vector<int>{global_ranks_[src]}; }, [] {}});
   const std::shared_ptr<PendingSend> pending = queue.front();
   queue.pop_front();
@@ -185,7 +174,6 @@ void GroupState::recv(int rank, const CallRecord& call, int src, int tag) {
   const std::string mismatch = pending->mismatch;
   pending->done = true;
   world_.notify();
-  world_.leave(me);
   if (!mismatch.empty()) throw engine::dist::CollectiveMismatch(on_rank(me, mismatch));
 }
 

@@ -77,9 +77,8 @@ class GroupState {
   // Arrives at `barrier` and waits for the others; the last arrival runs
   // `on_last` without the lock, then releases them. `abortable`: whether the
   // wait may give up (peer failure, deadlock, timeout) while ranks are missing.
-  void arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, int rank,
-              const std::string& where, bool abortable, const std::function<void()>& on_last);
-  std::string p2p_where(const CallRecord& call, const char* direction, int peer) const;
+  void arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, int rank, bool abortable,
+              const std::function<void()>& on_last);
   Verdict judge(const std::function<std::string(const Calls&)>& check) const;
   std::string mismatch_message(const std::string& intro) const;
 

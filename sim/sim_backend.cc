@@ -261,6 +261,7 @@ WorkPtr SimBackend::send(const at::Tensor& tensor, int dst, int tag) {
   check_root(dst);
   CallRecord call = record("send", tensor);
   call.tensor = tensor;
+  call.peer = dst;
   jitter();
   try {
     return std::make_shared<SendWork>(group_, group_->post_send(rank_, std::move(call), dst, tag));
@@ -273,6 +274,7 @@ WorkPtr SimBackend::recv(at::Tensor& tensor, int src, int tag) {
   check_root(src);
   CallRecord call = record("recv", tensor);
   call.tensor = tensor;
+  call.peer = src;
   return run([&] { group_->recv(rank_, call, src, tag); });
 }
 

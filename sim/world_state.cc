@@ -19,15 +19,35 @@ std::string WorldState::tag() const {
          ")";
 }
 
-void WorldState::enter(int rank, const std::string& where) { ranks_[rank].where = where; }
+WorldState::InCall::InCall(WorldState& world, int rank, const CallRecord& call,
+                           const std::string& group)
+    : world_(world), rank_(rank) {
+  RankInfo& info = world.ranks_[rank];
+  info.call = &call;
+  info.last_kind = call.kind;
+  info.last_seq = call.seq;
+  info.group = &group;
+}
 
-void WorldState::leave(int rank) { ranks_[rank].where = "after " + ranks_[rank].where; }
+WorldState::InCall::~InCall() { world_.ranks_[rank_].call = nullptr; }
 
-void WorldState::check_no_failure(int rank, const std::string& where) const {
-  if (!first_failure_) return;
-  throw engine::dist::PeerFailure(on_rank(
+std::string WorldState::where(int rank) const {
+  const RankInfo& info = ranks_[rank];
+  if (info.call) return info.call->describe() + " on group " + *info.group;
+  if (!info.last_kind) return "before its first call";
+  return std::string("after ") + info.last_kind + " #" + std::to_string(info.last_seq) +
+         " on group " + *info.group;
+}
+
+engine::dist::PeerFailure WorldState::peer_failure(int rank, const std::string& where) const {
+  return engine::dist::PeerFailure(on_rank(
       rank, "rank " + std::to_string(failed_rank_) + " failed, so " + where +
                 " cannot complete; see rank " + std::to_string(failed_rank_) + "'s error" + tag()));
+}
+
+void WorldState::check_no_failure(int rank, const CallRecord& call,
+                                  const std::string& group) const {
+  if (first_failure_) throw peer_failure(rank, call.describe() + " on group " + group);
 }
 
 bool WorldState::can_go_on(const RankInfo& info) const {
@@ -48,10 +68,9 @@ bool WorldState::everyone_stuck() const {
 }
 
 std::string WorldState::describe_rank(int rank) const {
-  const RankInfo& info = ranks_[rank];
   const std::string who = "rank " + std::to_string(rank);
-  const std::string where = info.where.empty() ? "before its first call" : info.where;
-  switch (info.status) {
+  const std::string where = this->where(rank);
+  switch (ranks_[rank].status) {
     case Status::kRunning:
       return who + " is running its own code (" + where + ")";
     case Status::kBlocked:
@@ -105,11 +124,7 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!w.ready()) {
     if (first_failure_) {
-      try {
-        check_no_failure(w.rank, w.where);
-      } catch (...) {
-        fail_wait(w, std::current_exception());
-      }
+      fail_wait(w, std::make_exception_ptr(peer_failure(w.rank, where(w.rank))));
     }
     if (w.abandoned && !w.abandoned->empty()) {
       fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, *w.abandoned))));
@@ -137,7 +152,7 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
 
 std::string WorldState::timeout_message(const Wait& w, const std::vector<int>& missing,
                                         std::chrono::milliseconds timeout) const {
-  std::string message = w.where + " timed out after " + std::to_string(timeout.count()) +
+  std::string message = where(w.rank) + " timed out after " + std::to_string(timeout.count()) +
                         " ms waiting for rank(s) " + engine::dist::describe_ranks(missing) + ":";
   for (const int r : missing) message += "\n  " + describe_rank(r);
   return message + "\nFind why they did not arrive (a hang, a skipped call) or raise the timeout" +

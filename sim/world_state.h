@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/dist/errors.h"
+#include "sim/call_record.h"
 #include "sim/world.h"
 
 namespace sim {
@@ -34,7 +36,6 @@ class WorldState {
 
   struct Wait {
     int rank;                                   // global rank that waits
-    std::string where;                          // "all_reduce #3 (sum, Float[4]) on group [0-3]"
     std::function<bool()> ready;                // true once it may go on
     std::function<std::vector<int>()> missing;  // global ranks still owing their part
     std::function<void()> abort;                // undoes this rank's arrival
@@ -60,11 +61,22 @@ class WorldState {
   }
 
   // Throws PeerFailure if some rank failed (with the lock held).
-  void check_no_failure(int rank, const std::string& where) const;
+  void check_no_failure(int rank, const CallRecord& call, const std::string& group) const;
 
-  // Where `rank` is: set on entering and leaving a call (with the lock held).
-  void enter(int rank, const std::string& where);
-  void leave(int rank);
+  // Marks `rank` as inside `call` on `group` for its lifetime (construct and
+  // destroy it with the lock held). Messages describe ranks from these marks,
+  // formatted only when an error needs them.
+  class InCall {
+   public:
+    InCall(WorldState& world, int rank, const CallRecord& call, const std::string& group);
+    ~InCall();
+    InCall(const InCall&) = delete;
+    InCall& operator=(const InCall&) = delete;
+
+   private:
+    WorldState& world_;
+    int rank_;
+  };
 
   void rank_exited(int rank);
   void rank_failed(int rank, std::exception_ptr error);
@@ -81,8 +93,11 @@ class WorldState {
   enum class Status { kRunning, kBlocked, kExited, kFailed };
   struct RankInfo {
     Status status = Status::kRunning;
-    std::string where;            // current call, or the last one when running user code
-    const Wait* wait = nullptr;   // while blocked
+    const CallRecord* call = nullptr;    // the call it is in, if any
+    const char* last_kind = nullptr;     // the last call it entered
+    uint64_t last_seq = 0;
+    const std::string* group = nullptr;  // that call's group name (groups outlive ranks)
+    const Wait* wait = nullptr;          // while blocked
     uint64_t deadlock_epoch = 0;  // the epoch its wait began in
   };
 
@@ -91,6 +106,8 @@ class WorldState {
   bool can_go_on(const RankInfo& info) const;
   bool everyone_stuck() const;
   void declare_deadlock();
+  std::string where(int rank) const;
+  engine::dist::PeerFailure peer_failure(int rank, const std::string& where) const;
   std::string describe_rank(int rank) const;
   std::string timeout_message(const Wait& w, const std::vector<int>& missing,
                               std::chrono::milliseconds timeout) const;

@@ -17,6 +17,7 @@
 #include "engine/dist/dist.h"
 #include "sim/world.h"
 #include "tools/bench/descriptor.h"
+#include "tools/bench/iterations.h"
 #include "tools/bench/machine.h"
 
 namespace {
@@ -105,8 +106,9 @@ Row measure(const bench::Descriptor& d, const Args& args, int64_t bytes, int ran
   for (int i = 0; i < args.warmup; ++i) d.run(buffers);
   dist::barrier();
   const auto start = Clock::now();
-  for (int i = 0; i < args.iters; ++i) d.run(buffers);
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / args.iters;
+  const int iters = bench::iterations_for(bytes, args.iters);
+  for (int i = 0; i < iters; ++i) d.run(buffers);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / iters;
   at::Tensor slowest = at::full({1}, seconds, at::kDouble);
   dist::all_reduce(slowest, "max");
 
@@ -144,8 +146,8 @@ int main(int argc, char** argv) {
       "%.2f GB/s\n",
       bound, args.ranks, bound / (2 * args.ranks),
       bound / (2 * args.ranks) * 2.0 * (args.ranks - 1) / args.ranks);
-  std::printf("# backend sim, %d ranks, %d iterations after %d warm-up\n", args.ranks, args.iters,
-              args.warmup);
+  std::printf("# backend sim, %d ranks, %d+ timed calls per size after %d warm-up\n", args.ranks,
+              args.iters, args.warmup);
   std::printf("#%15s %12s %11s %12s %12s %8s\n", "collective", "size(B)", "time(us)", "algbw(GB/s)",
               "busbw(GB/s)", "#wrong");
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench/iterations.h"
+
 namespace {
 
 struct Args {
@@ -96,8 +98,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < args.warmup; ++i) run(args.op, data, gathered, n);
     MPI_Barrier(MPI_COMM_WORLD);
     const double start = MPI_Wtime();
-    for (int i = 0; i < args.iters; ++i) run(args.op, data, gathered, n);
-    double seconds = (MPI_Wtime() - start) / args.iters;
+    const int iters = bench::iterations_for(bytes, args.iters);
+    for (int i = 0; i < iters; ++i) run(args.op, data, gathered, n);
+    double seconds = (MPI_Wtime() - start) / iters;
     MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
     // Exact check of one fresh all_reduce (other ops: the root's values).
