@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "engine/dist/dist.h"
 #include "testing/harness.h"
@@ -186,4 +187,57 @@ TEST(SendRecv, DifferentSizesAreAMismatchOnBothSides) {
     dist::recv(t, 0);
   });
   for (const auto& m : messages) EXPECT_TRUE(contains(m, "send/recv mismatch")) << m;
+}
+
+TEST(Mismatch, ARankThatGaveUpIsOutOfStepBySequenceNumber) {
+  auto options = harness::test_options();
+  options.timeout = std::chrono::milliseconds(200);
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool rank0_gave_up = false;
+  const auto messages = errors_of<dist::CollectiveMismatch>(
+      2,
+      [&](int rank) {
+        at::Tensor t = at::ones({2});
+        std::unique_lock<std::mutex> lock(mutex);
+        if (rank == 1) {  // arrives only after rank 0 gave up on all_reduce #1
+          cv.wait_for(lock, std::chrono::minutes(1), [&] { return rank0_gave_up; });
+          lock.unlock();
+          return dist::all_reduce(t);  // its #1 meets rank 0's #2
+        }
+        lock.unlock();
+        EXPECT_THROW(dist::all_reduce(t), dist::Timeout);
+        lock.lock();
+        rank0_gave_up = true;
+        cv.notify_all();
+        lock.unlock();
+        dist::all_reduce(t);
+      },
+      options);
+  for (const auto& m : messages) {
+    EXPECT_TRUE(contains(m, "rank 0: all_reduce #2")) << m;
+    EXPECT_TRUE(contains(m, "rank 1: all_reduce #1")) << m;
+  }
+}
+
+TEST(Work, WaitWithATimeoutOnASendNobodyReceives) {
+  std::atomic<bool> sender_done{false};
+  const auto messages = errors_of<dist::Timeout>(2, [&](int rank) {
+    if (rank == 1) {  // busy elsewhere (not in a call) until the sender gave up
+      while (!sender_done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
+    }
+    dist::WorkPtr sent = dist::send_async(at::ones({2}), 1);
+    // Posted, so it is not complete until rank 1 receives, which it does not.
+    const bool completed_early = sent->is_completed();
+    try {
+      sent->wait(std::chrono::milliseconds(100));
+    } catch (...) {
+      sender_done = true;
+      throw;
+    }
+    sender_done = true;
+    if (completed_early) throw std::logic_error("send completed without a receiver");
+  });
+  EXPECT_TRUE(contains(messages[0], "timed out after 100 ms waiting for rank(s) 1")) << messages[0];
 }

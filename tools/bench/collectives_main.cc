@@ -17,8 +17,8 @@
 #include "engine/dist/dist.h"
 #include "sim/world.h"
 #include "tools/bench/descriptor.h"
-#include "tools/bench/iterations.h"
 #include "tools/bench/machine.h"
+#include "tools/bench/sweep.h"
 
 namespace {
 
@@ -28,20 +28,10 @@ using Clock = std::chrono::steady_clock;
 struct Args {
   int ranks = 4;
   std::vector<std::string> ops = {"all_reduce"};
-  int64_t min_bytes = 4 << 10;
-  int64_t max_bytes = 64 << 20;
-  int factor = 4;
-  int iters = 50;
-  int warmup = 5;
+  bench::Sweep sweep;
   int yields = sim::WorldOptions().yields_before_blocking;
   std::string json;
 };
-
-int64_t parse_bytes(const std::string& text) {
-  const char unit = text.empty() ? ' ' : static_cast<char>(std::toupper(text.back()));
-  const int64_t scale = unit == 'K' ? 1 << 10 : unit == 'M' ? 1 << 20 : unit == 'G' ? 1 << 30 : 1;
-  return std::stoll(scale == 1 ? text : text.substr(0, text.size() - 1)) * scale;
-}
 
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> out;
@@ -55,7 +45,8 @@ std::vector<std::string> split(const std::string& text) {
       << "collectives: " << problem << "\n"
       << "usage: collectives [--ranks N] [--ops all_reduce,broadcast,...|all] [--min-bytes 4K]\n"
       << "                   [--max-bytes 64M] [--factor 4] [--iters 50] [--warmup 5] [--json "
-         "FILE]\n";
+         "FILE]\n"
+      << "                   [--yields N: sim ranks yield up to N times before blocking]\n";
   std::exit(2);
 }
 
@@ -65,20 +56,11 @@ Args parse(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) usage("missing value after " + flag);
     const std::string value = argv[++i];
+    if (args.sweep.parse_flag(flag, value)) continue;
     if (flag == "--ranks")
       args.ranks = std::stoi(value);
     else if (flag == "--ops")
       args.ops = split(value);
-    else if (flag == "--min-bytes")
-      args.min_bytes = parse_bytes(value);
-    else if (flag == "--max-bytes")
-      args.max_bytes = parse_bytes(value);
-    else if (flag == "--factor")
-      args.factor = std::stoi(value);
-    else if (flag == "--iters")
-      args.iters = std::stoi(value);
-    else if (flag == "--warmup")
-      args.warmup = std::stoi(value);
     else if (flag == "--json")
       args.json = value;
     else if (flag == "--yields")
@@ -86,7 +68,7 @@ Args parse(int argc, char** argv) {
     else
       usage("unknown flag " + flag);
   }
-  if (args.ranks < 1 || args.factor < 2 || args.iters < 1 || args.min_bytes < 4) usage("bad value");
+  if (args.ranks < 1 || !args.sweep.valid()) usage("bad value");
   return args;
 }
 
@@ -103,10 +85,10 @@ struct Row {
 // call, and the wrong elements summed over all ranks.
 Row measure(const bench::Descriptor& d, const Args& args, int64_t bytes, int rank, int n) {
   bench::Buffers buffers = d.make(rank, n, bytes);
-  for (int i = 0; i < args.warmup; ++i) d.run(buffers);
+  for (int i = 0; i < args.sweep.warmup; ++i) d.run(buffers);
   dist::barrier();
   const auto start = Clock::now();
-  const int iters = bench::iterations_for(bytes, args.iters);
+  const int iters = args.sweep.iterations_for(bytes);
   for (int i = 0; i < iters; ++i) d.run(buffers);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / iters;
   at::Tensor slowest = at::full({1}, seconds, at::kDouble);
@@ -147,7 +129,7 @@ int main(int argc, char** argv) {
       bound, args.ranks, bound / (2 * args.ranks),
       bound / (2 * args.ranks) * 2.0 * (args.ranks - 1) / args.ranks);
   std::printf("# backend sim, %d ranks, %d+ timed calls per size after %d warm-up\n", args.ranks,
-              args.iters, args.warmup);
+              args.sweep.iters, args.sweep.warmup);
   std::printf("#%15s %12s %11s %12s %12s %8s\n", "collective", "size(B)", "time(us)", "algbw(GB/s)",
               "busbw(GB/s)", "#wrong");
 
@@ -156,7 +138,8 @@ int main(int argc, char** argv) {
   options.timeout = std::chrono::minutes(10);
   options.yields_before_blocking = args.yields;
   for (const auto& d : selected(args)) {
-    for (int64_t bytes = args.min_bytes; bytes <= args.max_bytes; bytes *= args.factor) {
+    for (int64_t bytes = args.sweep.min_bytes; bytes <= args.sweep.max_bytes;
+         bytes *= args.sweep.factor) {
       Row row;
       sim::World(args.ranks, options).run([&](int rank) {
         const Row measured = measure(d, args, bytes, rank, args.ranks);

@@ -9,43 +9,22 @@
 #include <string>
 #include <vector>
 
-#include "tools/bench/iterations.h"
+#include "tools/bench/sweep.h"
 
 namespace {
 
 struct Args {
   std::string op = "all_reduce";
-  long long min_bytes = 4 << 10;
-  long long max_bytes = 64 << 20;
-  int factor = 4;
-  int iters = 50;
-  int warmup = 5;
+  bench::Sweep sweep;
 };
-
-long long parse_bytes(std::string text) {
-  const char unit = static_cast<char>(std::toupper(text.back()));
-  const long long scale = unit == 'K' ? 1 << 10 : unit == 'M' ? 1 << 20 : unit == 'G' ? 1 << 30 : 1;
-  if (scale != 1) text.pop_back();
-  return std::stoll(text) * scale;
-}
 
 Args parse(int argc, char** argv) {
   Args args;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
-    if (flag == "--ops")
-      args.op = value;
-    else if (flag == "--min-bytes")
-      args.min_bytes = parse_bytes(value);
-    else if (flag == "--max-bytes")
-      args.max_bytes = parse_bytes(value);
-    else if (flag == "--factor")
-      args.factor = std::stoi(value);
-    else if (flag == "--iters")
-      args.iters = std::stoi(value);
-    else if (flag == "--warmup")
-      args.warmup = std::stoi(value);
+    if (flag == "--ops") args.op = value;
+    args.sweep.parse_flag(flag, value);
   }
   return args;
 }
@@ -90,15 +69,16 @@ int main(int argc, char** argv) {
                 "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   }
   long long total_wrong = 0;
-  for (long long bytes = args.min_bytes; bytes <= args.max_bytes; bytes *= args.factor) {
+  const bench::Sweep& sweep = args.sweep;
+  for (long long bytes = sweep.min_bytes; bytes <= sweep.max_bytes; bytes *= sweep.factor) {
     const size_t count = std::max<size_t>(bytes / 4, n);
     std::vector<float> data(count);
     std::vector<float> gathered(count);
     for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((i + rank) % 7) - 3;
-    for (int i = 0; i < args.warmup; ++i) run(args.op, data, gathered, n);
+    for (int i = 0; i < sweep.warmup; ++i) run(args.op, data, gathered, n);
     MPI_Barrier(MPI_COMM_WORLD);
     const double start = MPI_Wtime();
-    const int iters = bench::iterations_for(bytes, args.iters);
+    const int iters = sweep.iterations_for(bytes);
     for (int i = 0; i < iters; ++i) run(args.op, data, gathered, n);
     double seconds = (MPI_Wtime() - start) / iters;
     MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
