@@ -1,0 +1,142 @@
+#include "engine/dist/launch.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "engine/dist/errors.h"
+
+namespace engine::dist {
+namespace {
+
+// The message of the InvalidArgument that `f` throws, "" if none.
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(InferLauncher, FollowsMmenginesPrecedence) {
+  EXPECT_EQ(infer_launcher({}), "none");
+  EXPECT_EQ(infer_launcher({{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}}), "mpi");
+  EXPECT_EQ(infer_launcher({{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"SLURM_NTASKS", "2"}}), "slurm");
+  EXPECT_EQ(infer_launcher({{"SLURM_NTASKS", "2"}, {"WORLD_SIZE", "2"}}), "pytorch");
+}
+
+// Any consistent torchrun environment reads back exactly.
+RC_GTEST_PROP(LaunchSpec, PytorchEnvironmentReadsBack, ()) {
+  const int nodes = *rc::gen::inRange(1, 5);
+  const int per_node = *rc::gen::inRange(1, 9);
+  const int rank = *rc::gen::inRange(0, nodes * per_node);
+  const int port = *rc::gen::inRange(1, 65536);
+  const Environment env = {{"RANK", std::to_string(rank)},
+                           {"LOCAL_RANK", std::to_string(rank % per_node)},
+                           {"WORLD_SIZE", std::to_string(nodes * per_node)},
+                           {"LOCAL_WORLD_SIZE", std::to_string(per_node)},
+                           {"GROUP_RANK", std::to_string(rank / per_node)},
+                           {"MASTER_ADDR", "10.1.2.3"},
+                           {"MASTER_PORT", std::to_string(port)}};
+  const LaunchSpec spec = launch_spec("pytorch", env);
+  RC_ASSERT(spec.rank == rank);
+  RC_ASSERT(spec.local_rank == rank % per_node);
+  RC_ASSERT(spec.node_rank == rank / per_node);
+  RC_ASSERT(spec.master_port == port);
+  RC_ASSERT(spec.torchrun_variables() == env);
+}
+
+TEST(LaunchSpec, PytorchDefaults) {
+  const LaunchSpec spec = launch_spec(
+      "pytorch", {{"RANK", "3"}, {"LOCAL_RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}});
+  EXPECT_EQ(spec.local_world_size, 4);
+  EXPECT_EQ(spec.node_rank, 0);
+  EXPECT_EQ(spec.master_port, 29500);
+  EXPECT_EQ(
+      launch_spec("pytorch",
+                  {{"RANK", "0"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"}},
+                  LaunchOptions{1234})
+          .master_port,
+      1234);
+}
+
+TEST(LaunchSpec, BadValuesNameTheVariable) {
+  const Environment good = {
+      {"RANK", "1"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}};
+  auto with = [&](const std::string& name, const std::string& value) {
+    Environment env = good;
+    env[name] = value;
+    return error_of([&] { launch_spec("pytorch", env); });
+  };
+  EXPECT_TRUE(has(with("RANK", "2"), "RANK=2 must be below WORLD_SIZE=2")) << with("RANK", "2");
+  EXPECT_TRUE(has(with("RANK", "one"), "RANK='one' is not a non-negative whole number"));
+  EXPECT_TRUE(has(with("RANK", "-1"), "RANK='-1'"));
+  EXPECT_TRUE(has(with("WORLD_SIZE", "0"), "WORLD_SIZE must be at least 1"));
+  EXPECT_TRUE(has(with("MASTER_PORT", "70000"), "MASTER_PORT=70000 is not a TCP port"));
+  EXPECT_TRUE(has(with("LOCAL_RANK", "5"), "LOCAL_RANK=5 must be below LOCAL_WORLD_SIZE=2"));
+  Environment no_addr = good;
+  no_addr.erase("MASTER_ADDR");
+  EXPECT_TRUE(has(error_of([&] { launch_spec("pytorch", no_addr); }), "MASTER_ADDR is not set"));
+  EXPECT_EQ(error_of([&] {
+              launch_spec("pytorch", no_addr, LaunchOptions{std::nullopt, false});
+            }),
+            "");
+  Environment no_rank = good;
+  no_rank.erase("RANK");
+  EXPECT_TRUE(has(error_of([&] { launch_spec("pytorch", no_rank); }), "RANK is not set"));
+  EXPECT_TRUE(has(error_of([&] { launch_spec("torchrun", good); }), "unknown launcher"));
+}
+
+TEST(LaunchSpec, MpiGivesLocalRankAndNeedsNoAddressForMpi) {
+  const Environment env = {{"OMPI_COMM_WORLD_RANK", "5"},
+                           {"OMPI_COMM_WORLD_SIZE", "8"},
+                           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                           {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}};
+  const LaunchSpec spec = launch_spec("mpi", env, LaunchOptions{std::nullopt, false});
+  EXPECT_EQ(spec.node_rank, 1);
+  // mmengine never sets LOCAL_RANK under mpirun; we hand it on.
+  EXPECT_EQ(spec.torchrun_variables().at("LOCAL_RANK"), "1");
+  EXPECT_TRUE(has(error_of([&] { launch_spec("mpi", env); }), "MASTER_ADDR is not set"));
+  Environment bad = env;
+  bad["OMPI_COMM_WORLD_RANK"] = "8";
+  EXPECT_TRUE(has(error_of([&] {
+                    launch_spec("mpi", bad, LaunchOptions{std::nullopt, false});
+                  }),
+                  "OMPI_COMM_WORLD_RANK=8 must be below OMPI_COMM_WORLD_SIZE=8"));
+}
+
+TEST(LaunchSpec, SlurmExpandsTheNodeListForTheMasterAddress) {
+  Environment env = {{"SLURM_PROCID", "5"},
+                     {"SLURM_NTASKS", "8"},
+                     {"SLURM_LOCALID", "1"},
+                     {"SLURM_NODEID", "1"},
+                     {"SLURM_NODELIST", "gpu[07-08]"},
+                     {"SLURM_TASKS_PER_NODE", "4(x2)"}};
+  LaunchSpec spec = launch_spec("slurm", env);
+  EXPECT_EQ(spec.master_addr, "gpu07");
+  EXPECT_EQ(spec.local_world_size, 4);
+  EXPECT_EQ(spec.node_rank, 1);
+  EXPECT_EQ(spec.master_port, 29500);
+  env["MASTER_ADDR"] = "login1";  // an existing MASTER_ADDR is kept
+  env["MASTER_PORT"] = "29600";
+  spec = launch_spec("slurm", env, LaunchOptions{31000});  // the argument beats MASTER_PORT
+  EXPECT_EQ(spec.master_addr, "login1");
+  EXPECT_EQ(spec.master_port, 31000);
+  env.erase("SLURM_TASKS_PER_NODE");
+  env.erase("SLURM_NODEID");
+  EXPECT_EQ(launch_spec("slurm", env).node_rank, 1);  // 8 tasks over 2 nodes
+  env["SLURM_NODELIST"] = "gpu[07-09]";
+  EXPECT_TRUE(
+      has(error_of([&] { launch_spec("slurm", env); }), "does not spread evenly over 3 nodes"));
+  env["SLURM_NODELIST"] = "gpu[07-";
+  EXPECT_TRUE(
+      has(error_of([&] { launch_spec("slurm", env); }), "SLURM_NODELIST='gpu[07-' is malformed"));
+}
+
+}  // namespace
+}  // namespace engine::dist
