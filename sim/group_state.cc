@@ -29,7 +29,7 @@ void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, in
   if (!barrier.abandoned.empty()) {
     throw engine::dist::Timeout(on_rank(global_ranks_[rank], barrier.abandoned));
   }
-  const uint64_t generation = barrier.generation;
+  const uint64_t generation = barrier.generation.load();
   barrier.here[rank] = true;
   if (++barrier.arrived == size()) {
     lock.unlock();
@@ -37,7 +37,10 @@ void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, in
     lock.lock();
     barrier.arrived = 0;
     barrier.here.assign(size(), false);
-    ++barrier.generation;
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank) world_.release(global_ranks_[r]);
+    }
+    ++barrier.generation;  // publishes on_last's results to the released ranks
     world_.notify();
     return;
   }
@@ -55,7 +58,8 @@ void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, in
                                barrier.here[rank] = false;
                                if (--barrier.arrived == 0) barrier.abandoned.clear();
                              },
-                             abortable ? &barrier.abandoned : nullptr});
+                             abortable ? &barrier.abandoned : nullptr,
+                             std::chrono::milliseconds::max(), &barrier.generation, generation});
 }
 
 std::string GroupState::mismatch_message(const std::string& intro) const {
@@ -91,7 +95,7 @@ void GroupState::collective(int rank, const CallRecord& call,
   const int me = global_ranks_[rank];
   std::unique_lock<std::mutex> lock(world_.mutex());
   world_.check_no_failure(me, call, name_);
-  const WorldState::InCall in_call(world_, me, call, name_);
+  const WorldState::InCall in_call(world_, lock, me, call, name_);
   calls_[rank] = &call;
   arrive(lock, arrival_, rank, /*abortable=*/true, [&] {
     verdict_ = judge(check);
@@ -106,7 +110,7 @@ void GroupState::collective(int rank, const CallRecord& call,
     throw engine::dist::CollectiveMismatch(on_rank(me, verdict.mismatch));
   }
   if (!verdict.moved) {
-    lock.unlock();
+    if (lock.owns_lock()) lock.unlock();
     task(rank, calls_);
     lock.lock();
     arrive(lock, departure_, rank, /*abortable=*/false, [] {});
@@ -133,7 +137,7 @@ void GroupState::wait_send(const std::shared_ptr<PendingSend>& pending,
                            std::chrono::milliseconds timeout) {
   const int me = global_ranks_[pending->rank];
   std::unique_lock<std::mutex> lock(world_.mutex());
-  const WorldState::InCall in_call(world_, me, pending->call, name_);
+  const WorldState::InCall in_call(world_, lock, me, pending->call, name_);
   auto& queue = mailbox_[{pending->rank, pending->dst, pending->tag}];
   world_.wait(lock, WorldState::Wait{
                         me, [&] { return pending->done; },
@@ -152,7 +156,7 @@ void GroupState::recv(int rank, const CallRecord& call, int src, int tag) {
   const int me = global_ranks_[rank];
   std::unique_lock<std::mutex> lock(world_.mutex());
   world_.check_no_failure(me, call, name_);
-  const WorldState::InCall in_call(world_, me, call, name_);
+  const WorldState::InCall in_call(world_, lock, me, call, name_);
   auto& queue = mailbox_[{src, rank, tag}];
   world_.wait(lock, WorldState::Wait{me, [&] { return !queue.empty(); },
                                      [&] { return std::vector<int>{global_ranks_[src]}; }, [] {}});

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -65,7 +66,7 @@ class GroupState {
  private:
   struct Barrier {
     int arrived = 0;
-    uint64_t generation = 0;
+    std::atomic<uint64_t> generation{0};  // read without the lock by released waiters
     std::vector<bool> here;
     std::string abandoned;  // set when a wait timed out; cleared once all left
   };
@@ -75,7 +76,8 @@ class GroupState {
     bool moved = false;    // the last arrival already moved the data
   };
   // Arrives at `barrier` and waits for the others; the last arrival runs
-  // `on_last` without the lock, then releases them. `abortable`: whether the
+  // `on_last` without the lock, then releases them. Returns with `lock` held,
+  // or not held when released while yielding (see WorldState::wait). `abortable`: whether the
   // wait may give up (peer failure, deadlock, timeout) while ranks are missing.
   void arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, int rank, bool abortable,
               const std::function<void()>& on_last);

@@ -19,9 +19,9 @@ std::string WorldState::tag() const {
          ")";
 }
 
-WorldState::InCall::InCall(WorldState& world, int rank, const CallRecord& call,
-                           const std::string& group)
-    : world_(world), rank_(rank) {
+WorldState::InCall::InCall(WorldState& world, std::unique_lock<std::mutex>& lock, int rank,
+                           const CallRecord& call, const std::string& group)
+    : world_(world), lock_(lock), rank_(rank) {
   RankInfo& info = world.ranks_[rank];
   info.call = &call;
   info.last_kind = call.kind;
@@ -29,7 +29,16 @@ WorldState::InCall::InCall(WorldState& world, int rank, const CallRecord& call,
   info.group = &group;
 }
 
-WorldState::InCall::~InCall() { world_.ranks_[rank_].call = nullptr; }
+WorldState::InCall::~InCall() {
+  if (lock_.owns_lock()) world_.ranks_[rank_].call = nullptr;
+}
+
+void WorldState::release(int rank) {
+  RankInfo& info = ranks_[rank];
+  info.status = Status::kRunning;
+  info.wait = nullptr;
+  info.call = nullptr;
+}
 
 std::string WorldState::where(int rank) const {
   const RankInfo& info = ranks_[rank];
@@ -101,14 +110,18 @@ void WorldState::fail_wait(const Wait& w, std::exception_ptr error) {
   std::rethrow_exception(error);
 }
 
-void WorldState::yield_until_change(std::unique_lock<std::mutex>& lock) {
-  if (options_.yields_before_blocking <= 0) return;
+bool WorldState::yield_until_change(std::unique_lock<std::mutex>& lock, const Wait& w) {
+  if (options_.yields_before_blocking <= 0) return false;
+  auto released = [&] { return w.released && w.released->load() != w.released_from; };
   const uint64_t seen = changes_.load();
   lock.unlock();
-  for (int i = 0; i < options_.yields_before_blocking && changes_.load() == seen; ++i) {
+  for (int i = 0; i < options_.yields_before_blocking && changes_.load() == seen && !released();
+       ++i) {
     std::this_thread::yield();
   }
+  if (released()) return true;
   lock.lock();
+  return false;
 }
 
 void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
@@ -119,7 +132,7 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
   me.deadlock_epoch = deadlock_epoch_;
   const uint64_t epoch = deadlock_epoch_;
   if (everyone_stuck()) declare_deadlock();
-  yield_until_change(lock);
+  if (yield_until_change(lock, w)) return;
   const auto timeout = std::min(w.timeout, options_.timeout);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!w.ready()) {

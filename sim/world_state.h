@@ -44,15 +44,26 @@ class WorldState {
     // (nullptr: nothing is shared).
     std::string* abandoned = nullptr;
     std::chrono::milliseconds timeout = std::chrono::milliseconds::max();  // max: options().timeout
+    // A barrier wait: done once *released differs from released_from. Its
+    // waker calls release() for this rank before publishing, so the wait may
+    // return without taking the lock again (nullptr: not a barrier wait).
+    const std::atomic<uint64_t>* released = nullptr;
+    uint64_t released_from = 0;
   };
 
-  // Blocks (with `lock` on mutex()) until w.ready(). Throws PeerFailure once a
+  // Blocks (with `lock` on mutex()) until w.ready(). Returns with the lock
+  // held, except for a barrier wait released while yielding (then
+  // lock.owns_lock() is false and the waker did this rank's bookkeeping). Throws PeerFailure once a
   // rank failed, CollectiveMismatch when every live rank waits and none of
   // their waits can go on (a deadlock: calls that cannot match up), Timeout
   // when ranks owed their part longer than the timeout. Calls w.abort()
   // before throwing. The deadlock check asks every waiting rank's Wait, so
   // wakers need no bookkeeping beyond notify().
   void wait(std::unique_lock<std::mutex>& lock, const Wait& w);
+
+  // Does a released barrier waiter's bookkeeping for it (lock held), before
+  // the barrier publishes its new generation.
+  void release(int rank);
 
   // Wakes the waiters after a change that may let them go on (lock held).
   void notify() {
@@ -68,13 +79,17 @@ class WorldState {
   // formatted only when an error needs them.
   class InCall {
    public:
-    InCall(WorldState& world, int rank, const CallRecord& call, const std::string& group);
+    // `lock` holds mutex(); if it no longer does at the end, release() already
+    // cleared the mark.
+    InCall(WorldState& world, std::unique_lock<std::mutex>& lock, int rank, const CallRecord& call,
+           const std::string& group);
     ~InCall();
     InCall(const InCall&) = delete;
     InCall& operator=(const InCall&) = delete;
 
    private:
     WorldState& world_;
+    std::unique_lock<std::mutex>& lock_;
     int rank_;
   };
 
@@ -93,16 +108,17 @@ class WorldState {
   enum class Status { kRunning, kBlocked, kExited, kFailed };
   struct RankInfo {
     Status status = Status::kRunning;
-    const CallRecord* call = nullptr;    // the call it is in, if any
-    const char* last_kind = nullptr;     // the last call it entered
+    const CallRecord* call = nullptr;  // the call it is in, if any
+    const char* last_kind = nullptr;   // the last call it entered
     uint64_t last_seq = 0;
     const std::string* group = nullptr;  // that call's group name (groups outlive ranks)
     const Wait* wait = nullptr;          // while blocked
-    uint64_t deadlock_epoch = 0;  // the epoch its wait began in
+    uint64_t deadlock_epoch = 0;         // the epoch its wait began in
   };
 
   // The bounded yield phase of a wait (see WorldOptions::yields_before_blocking).
-  void yield_until_change(std::unique_lock<std::mutex>& lock);
+  // True when a barrier wait was released meanwhile; the lock is then not held.
+  bool yield_until_change(std::unique_lock<std::mutex>& lock, const Wait& w);
   bool can_go_on(const RankInfo& info) const;
   bool everyone_stuck() const;
   void declare_deadlock();
