@@ -8,7 +8,7 @@
 
 #include "engine/dist/describe.h"
 #include "engine/dist/errors.h"
-#include "sim/reduce_kernel.h"
+#include "engine/dist/reduce_kernel.h"
 
 namespace sim {
 namespace {
@@ -53,7 +53,7 @@ void reduce_span(const std::vector<at::Tensor>& sources, const std::vector<at::T
     const int64_t at = offset * element;
     std::memcpy(acc, bytes_of(sources[0]) + at, count * element);
     for (size_t j = 1; j < sources.size(); ++j) {
-      reduce_into(acc, bytes_of(sources[j]) + at, count, dtype, op);
+      engine::dist::reduce_into(acc, bytes_of(sources[j]) + at, count, dtype, op);
     }
     for (const auto& target : targets) std::memcpy(bytes_of(target) + at, acc, count * element);
   }
@@ -68,7 +68,7 @@ std::vector<at::Tensor> tensors_of(const Calls& calls) {
 std::function<std::string(const Calls&)> reducible(ReduceOp op) {
   return [op](const Calls& calls) -> std::string {
     const c10::ScalarType dtype = calls[0]->dtype;
-    if (can_reduce(dtype, op)) return "";
+    if (engine::dist::can_reduce(dtype, op)) return "";
     return std::string("the simulator cannot reduce ") + c10::toString(dtype) + " with " +
            engine::dist::reduce_op_name(op) + "; use a real number, integer or bool dtype";
   };

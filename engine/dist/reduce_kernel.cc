@@ -1,4 +1,4 @@
-#include "sim/reduce_kernel.h"
+#include "engine/dist/reduce_kernel.h"
 
 #include <ATen/Dispatch.h>
 #include <c10/util/BFloat16.h>
@@ -7,10 +7,10 @@
 #include <cmath>
 #include <type_traits>
 
-namespace sim {
+namespace engine::dist {
 namespace {
 
-using engine::dist::ReduceOp;
+
 
 template <typename T>
 bool is_nan(T v) {
@@ -81,4 +81,4 @@ void reduce_into(void* acc, const void* src, int64_t count, c10::ScalarType dtyp
   });
 }
 
-}  // namespace sim
+}  // namespace engine::dist

@@ -6,15 +6,18 @@
 
 #include "engine/dist/reduce_op.h"
 
-namespace sim {
+namespace engine::dist {
 
-// True when the simulator can reduce `dtype` with `op`.
-bool can_reduce(c10::ScalarType dtype, engine::dist::ReduceOp op);
+// Elementwise reductions on raw buffers, for backends that reduce themselves
+// (the simulator) or need a user-defined reduction (MPI on half, bfloat16).
+
+// True when reduce_into handles `dtype` with `op`.
+bool can_reduce(c10::ScalarType dtype, ReduceOp op);
 
 // acc[i] = acc[i] (op) src[i] for i < count, elementwise in `dtype`, with
 // torch's semantics (bool sum is or, product is and; floating min/max
 // propagate NaN; half and bfloat16 round after each step).
 void reduce_into(void* acc, const void* src, int64_t count, c10::ScalarType dtype,
-                 engine::dist::ReduceOp op);
+                 ReduceOp op);
 
-}  // namespace sim
+}  // namespace engine::dist

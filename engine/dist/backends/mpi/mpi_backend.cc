@@ -1,0 +1,216 @@
+#include "engine/dist/backends/mpi/mpi_backend.h"
+
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <limits>
+
+#include "engine/dist/backend_registry.h"
+#include "engine/dist/backends/mpi/mpi_types.h"
+#include "engine/dist/backends/mpi/mpi_work.h"
+#include "engine/dist/errors.h"
+
+namespace engine::dist::mpi {
+namespace {
+
+void* data(const at::Tensor& t) { return t.numel() ? t.data_ptr() : nullptr; }
+
+// The tensors of a list packed end to end (MPI moves one buffer).
+at::Tensor packed(const std::vector<at::Tensor>& list) {
+  std::vector<at::Tensor> flat;
+  for (const auto& t : list) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+// Copies chunk i of `buffer` into outputs[i].
+void unpack(const at::Tensor& buffer, std::vector<at::Tensor>& outputs) {
+  int64_t offset = 0;
+  for (auto& out : outputs) {
+    out.view({-1}).copy_(buffer.narrow(0, offset, out.numel()));
+    offset += out.numel();
+  }
+}
+
+void initialize_mpi() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  int provided = 0;
+  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread", -1);
+  std::atexit([] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  });
+}
+
+std::shared_ptr<Backend> create(const BackendOptions& options) {
+  initialize_mpi();
+  MPI_Comm comm;
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup", options.rank);
+  auto backend = std::make_shared<MpiBackend>(comm, options.timeout);
+  if (backend->size() != options.world_size || backend->rank() != options.rank) {
+    throw InvalidArgument(on_rank(
+        backend->rank(), "the launch environment says rank " + std::to_string(options.rank) +
+                             " of " + std::to_string(options.world_size) + " but MPI says rank " +
+                             std::to_string(backend->rank()) + " of " +
+                             std::to_string(backend->size()) + ": start the job with mpirun"));
+  }
+  return backend;
+}
+
+const BackendRegistration registration("mpi", create);
+
+}  // namespace
+
+MpiBackend::MpiBackend(MPI_Comm comm, std::chrono::milliseconds timeout)
+    : comm_(comm), timeout_(timeout) {
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+MpiBackend::~MpiBackend() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&comm_);
+}
+
+int MpiBackend::count_of(const at::Tensor& t) const {
+  if (t.numel() > std::numeric_limits<int>::max()) {
+    throw InvalidArgument(on_rank(rank_,
+                                  "the mpi backend moves at most 2^31-1 elements per call; "
+                                  "split the tensor"));
+  }
+  return static_cast<int>(t.numel());
+}
+
+WorkPtr MpiBackend::started(MPI_Request request, const char* what,
+                            std::vector<at::Tensor> keep_alive,
+                            std::function<void()> on_success) const {
+  return std::make_shared<MpiWork>(std::vector<MPI_Request>{request}, std::move(keep_alive),
+                                   std::move(on_success), what, rank_, timeout_);
+}
+
+WorkPtr MpiBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
+  const auto type = datatype_of(tensor.scalar_type(), rank_);
+  const auto mpi_op = op_of(tensor.scalar_type(), op, rank_);
+  MPI_Request request;
+  check(MPI_Iallreduce(MPI_IN_PLACE, data(tensor), count_of(tensor), type, mpi_op, comm_, &request),
+        "all_reduce", rank_);
+  return started(request, "all_reduce", {tensor});
+}
+
+WorkPtr MpiBackend::broadcast(at::Tensor& tensor, int root) {
+  MPI_Request request;
+  check(MPI_Ibcast(data(tensor), count_of(tensor), datatype_of(tensor.scalar_type(), rank_), root,
+                   comm_, &request),
+        "broadcast", rank_);
+  return started(request, "broadcast", {tensor});
+}
+
+WorkPtr MpiBackend::reduce(at::Tensor& tensor, int root, ReduceOp op) {
+  const auto type = datatype_of(tensor.scalar_type(), rank_);
+  const auto mpi_op = op_of(tensor.scalar_type(), op, rank_);
+  const bool is_root = rank_ == root;
+  MPI_Request request;
+  check(MPI_Ireduce(is_root ? MPI_IN_PLACE : data(tensor), is_root ? data(tensor) : nullptr,
+                    count_of(tensor), type, mpi_op, root, comm_, &request),
+        "reduce", rank_);
+  return started(request, "reduce", {tensor});
+}
+
+WorkPtr MpiBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
+  const auto type = datatype_of(input.scalar_type(), rank_);
+  at::Tensor buffer = at::empty({input.numel() * size_}, input.options());
+  MPI_Request request;
+  check(MPI_Iallgather(data(input), count_of(input), type, data(buffer), count_of(input), type,
+                       comm_, &request),
+        "all_gather", rank_);
+  return started(request, "all_gather", {input, buffer},
+                 [buffer, outputs]() mutable { unpack(buffer, outputs); });
+}
+
+WorkPtr MpiBackend::gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
+  const auto type = datatype_of(input.scalar_type(), rank_);
+  const bool is_root = rank_ == root;
+  at::Tensor buffer = is_root ? at::empty({input.numel() * size_}, input.options()) : at::Tensor();
+  MPI_Request request;
+  check(MPI_Igather(data(input), count_of(input), type, is_root ? data(buffer) : nullptr,
+                    count_of(input), type, root, comm_, &request),
+        "gather", rank_);
+  if (!is_root) return started(request, "gather", {input});
+  return started(request, "gather", {input, buffer},
+                 [buffer, outputs]() mutable { unpack(buffer, outputs); });
+}
+
+WorkPtr MpiBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) {
+  const auto type = datatype_of(output.scalar_type(), rank_);
+  const bool is_root = rank_ == root;
+  const at::Tensor buffer = is_root ? packed(inputs) : at::Tensor();
+  MPI_Request request;
+  check(MPI_Iscatter(is_root ? data(buffer) : nullptr, count_of(output), type, data(output),
+                     count_of(output), type, root, comm_, &request),
+        "scatter", rank_);
+  return started(request, "scatter", {output, buffer});
+}
+
+WorkPtr MpiBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                                   ReduceOp op) {
+  const auto type = datatype_of(output.scalar_type(), rank_);
+  const auto mpi_op = op_of(output.scalar_type(), op, rank_);
+  const at::Tensor buffer = packed(inputs);
+  MPI_Request request;
+  check(MPI_Ireduce_scatter_block(data(buffer), data(output), count_of(output), type, mpi_op, comm_,
+                                  &request),
+        "reduce_scatter", rank_);
+  return started(request, "reduce_scatter", {output, buffer});
+}
+
+WorkPtr MpiBackend::all_to_all(std::vector<at::Tensor>& outputs,
+                               const std::vector<at::Tensor>& inputs) {
+  const auto type = datatype_of(inputs.at(0).scalar_type(), rank_);
+  const at::Tensor sent = packed(inputs);
+  at::Tensor received = at::empty_like(sent);
+  const int count = count_of(inputs[0]);
+  MPI_Request request;
+  check(MPI_Ialltoall(data(sent), count, type, data(received), count, type, comm_, &request),
+        "all_to_all", rank_);
+  return started(request, "all_to_all", {sent, received},
+                 [received, outputs]() mutable { unpack(received, outputs); });
+}
+
+WorkPtr MpiBackend::barrier() {
+  MPI_Request request;
+  check(MPI_Ibarrier(comm_, &request), "barrier", rank_);
+  return started(request, "barrier", {});
+}
+
+WorkPtr MpiBackend::send(const at::Tensor& tensor, int dst, int tag) {
+  MPI_Request request;
+  check(MPI_Isend(data(tensor), count_of(tensor), datatype_of(tensor.scalar_type(), rank_), dst,
+                  tag, comm_, &request),
+        "send", rank_);
+  return started(request, "send", {tensor});
+}
+
+WorkPtr MpiBackend::recv(at::Tensor& tensor, int src, int tag) {
+  MPI_Request request;
+  check(MPI_Irecv(data(tensor), count_of(tensor), datatype_of(tensor.scalar_type(), rank_), src,
+                  tag, comm_, &request),
+        "recv", rank_);
+  return started(request, "recv", {tensor});
+}
+
+std::shared_ptr<Backend> MpiBackend::split(const std::vector<int>& ranks) {
+  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  const bool member = me != ranks.end();
+  MPI_Comm comm;
+  check(MPI_Comm_split(comm_, member ? 0 : MPI_UNDEFINED,
+                       member ? static_cast<int>(me - ranks.begin()) : 0, &comm),
+        "new_group (MPI_Comm_split)", rank_);
+  if (!member) return nullptr;
+  return std::make_shared<MpiBackend>(comm, timeout_);
+}
+
+}  // namespace engine::dist::mpi

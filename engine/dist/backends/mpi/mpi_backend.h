@@ -1,0 +1,58 @@
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <memory>
+
+#include "engine/dist/backend.h"
+
+namespace engine::dist::mpi {
+
+// The engine's Backend on Open MPI, used directly: every collective is MPI's
+// nonblocking one (MPI_Iallreduce, ...), so every call returns at once with a
+// Work over its requests. Registered as "mpi"; creating the first one
+// initializes MPI (MPI_THREAD_MULTIPLE) and MPI is finalized at exit.
+//
+// What it guarantees: results as MPI computes them (sums in MPI's order, so
+// floating sums may differ in the last bit from the simulator's rank order;
+// integer and exactly representable results are identical); a missing rank
+// surfaces as a Timeout from Work::wait after the backend's timeout, after
+// which the job must end (MPI cannot cancel a started collective).
+class MpiBackend : public Backend {
+ public:
+  // Takes ownership of `comm`.
+  MpiBackend(MPI_Comm comm, std::chrono::milliseconds timeout);
+  ~MpiBackend() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "mpi"; }
+
+  WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override;
+  WorkPtr broadcast(at::Tensor& tensor, int root) override;
+  WorkPtr reduce(at::Tensor& tensor, int root, ReduceOp op) override;
+  WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) override;
+  WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) override;
+  WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) override;
+  WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                         ReduceOp op) override;
+  WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
+                     const std::vector<at::Tensor>& inputs) override;
+  WorkPtr barrier() override;
+  WorkPtr send(const at::Tensor& tensor, int dst, int tag) override;
+  WorkPtr recv(at::Tensor& tensor, int src, int tag) override;
+  std::shared_ptr<Backend> split(const std::vector<int>& ranks) override;
+
+ private:
+  int count_of(const at::Tensor& t) const;
+  WorkPtr started(MPI_Request request, const char* what, std::vector<at::Tensor> keep_alive,
+                  std::function<void()> on_success = nullptr) const;
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace engine::dist::mpi

@@ -1,0 +1,72 @@
+#include "engine/dist/backends/mpi/mpi_work.h"
+
+#include <thread>
+
+#include "engine/dist/backends/mpi/mpi_types.h"
+#include "engine/dist/errors.h"
+
+namespace engine::dist::mpi {
+
+MpiWork::MpiWork(std::vector<MPI_Request> requests, std::vector<at::Tensor> keep_alive,
+                 std::function<void()> on_success, const char* what, int rank,
+                 std::chrono::milliseconds default_timeout)
+    : requests_(std::move(requests)),
+      keep_alive_(std::move(keep_alive)),
+      on_success_(std::move(on_success)),
+      what_(what),
+      rank_(rank),
+      default_timeout_(default_timeout) {}
+
+bool MpiWork::test() {
+  int done = 0;
+  try {
+    check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
+                      MPI_STATUSES_IGNORE),
+          what_, rank_);
+  } catch (...) {
+    error_ = std::current_exception();
+    return true;
+  }
+  return done != 0;
+}
+
+void MpiWork::finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (error_ || !on_success_) return;
+  try {
+    on_success_();
+  } catch (...) {
+    error_ = std::current_exception();
+  }
+}
+
+bool MpiWork::is_completed() {
+  if (!finished_ && test()) finish();
+  return finished_;
+}
+
+void MpiWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout == kNoTimeout) timeout = default_timeout_;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Open MPI progresses only inside MPI calls, so waiting means testing: a
+  // short phase of yields (a peer on this core gets it at once), then sleeps
+  // so that a long wait costs no CPU.
+  for (int polls = 0; !is_completed(); ++polls) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Timeout(
+          on_rank(rank_, std::string("mpi ") + what_ + " did not complete within " +
+                             std::to_string(timeout.count()) +
+                             " ms: some rank never made the matching call (or died). MPI "
+                             "cannot cancel it, so end the job and look at the other ranks"));
+    }
+    if (polls < 1000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace engine::dist::mpi

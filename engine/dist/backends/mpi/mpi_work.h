@@ -1,0 +1,45 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "engine/dist/work.h"
+
+namespace engine::dist::mpi {
+
+// One nonblocking MPI operation: its requests, the tensors that must live
+// until it completed, and what to do once it did (copy a packed buffer out).
+//
+// Open MPI makes progress only inside MPI calls, so is_completed() and wait()
+// test the requests. wait(timeout) gives up with Timeout after `timeout`
+// (kNoTimeout: the backend's default); MPI cannot cancel a collective, so
+// after a timeout the communicator is unusable and the job should end.
+class MpiWork : public Work {
+ public:
+  MpiWork(std::vector<MPI_Request> requests, std::vector<at::Tensor> keep_alive,
+          std::function<void()> on_success, const char* what, int rank,
+          std::chrono::milliseconds default_timeout);
+
+  bool is_completed() override;
+  void wait(std::chrono::milliseconds timeout) override;
+  std::exception_ptr exception() override { return error_; }
+
+ private:
+  bool test();
+  void finish();
+
+  std::vector<MPI_Request> requests_;
+  std::vector<at::Tensor> keep_alive_;
+  std::function<void()> on_success_;
+  const char* what_;
+  int rank_;
+  std::chrono::milliseconds default_timeout_;
+  bool finished_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace engine::dist::mpi
