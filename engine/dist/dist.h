@@ -7,5 +7,6 @@
 #include "engine/dist/errors.h"
 #include "engine/dist/helpers.h"
 #include "engine/dist/info.h"
+#include "engine/dist/init.h"
 #include "engine/dist/launch.h"
 #include "engine/dist/objects.h"

@@ -5,6 +5,8 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "engine/dist/dist.h"
 #include "testing/cases.h"
 
@@ -56,9 +58,14 @@ std::vector<at::Tensor> all_inputs(const TensorCase& c, int salt = 0) {
 
 }  // namespace
 
-TEST(Mpi, BackendAndRanks) {
+TEST(Mpi, InitDistSetsTheBackendAndTorchrunVariables) {
   EXPECT_EQ(dist::get_backend(), "mpi");
   EXPECT_GE(dist::get_world_size(), 2);
+  // mmengine never sets LOCAL_RANK under mpirun (mmdetection#8940); we do.
+  ASSERT_NE(std::getenv("LOCAL_RANK"), nullptr);
+  EXPECT_EQ(std::string(std::getenv("LOCAL_RANK")),
+            std::string(std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")));
+  EXPECT_EQ(std::string(std::getenv("RANK")), std::to_string(dist::get_rank()));
 }
 
 TEST(Mpi, AllReduceAndReduceEqualTheSerialReference) {
@@ -178,12 +185,9 @@ TEST(Mpi, SubgroupsAndObjectsAndHelpers) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   at::set_num_threads(1);
-  const auto spec = dist::launch_spec("mpi", dist::process_environment(), {std::nullopt, false});
-  dist::BackendOptions options;
-  options.rank = spec.rank;
-  options.world_size = spec.world_size;
+  dist::InitOptions options;
   options.timeout = std::chrono::seconds(60);
-  dist::init_process_group(dist::create_backend("mpi", options));
+  dist::init_dist("mpi", "mpi", options);
   const int failed = RUN_ALL_TESTS() != 0;
   // Every rank leaves with the same verdict.
   at::Tensor verdict = at::full({1}, failed, at::kInt);
