@@ -12,7 +12,7 @@ trap 'rm -f "$log"' EXIT
 bazel test //... 2>&1 | tee -a "$log"
 # The simulator suites under ThreadSanitizer (the MPI suites run real
 # processes through an uninstrumented Open MPI: not TSan's business).
-bazel test --config=tsan -- //sim/... //testing/... -//testing/mpi/... 2>&1 | tee -a "$log"
+bazel test --config=tsan -- //sim/... //testing/... -//testing/process/... 2>&1 | tee -a "$log"
 
 # One closing line for readers of the log: test targets passed over both runs.
 passed=$(grep -oE '[0-9]+ tests? pass' "$log" | awk '{sum += $1} END {print sum + 0}')

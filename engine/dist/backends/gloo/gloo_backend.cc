@@ -1,0 +1,300 @@
+#include "engine/dist/backends/gloo/gloo_backend.h"
+
+#include <ATen/ATen.h>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "engine/dist/backend_registry.h"
+#include "engine/dist/errors.h"
+
+namespace engine::dist::gloo {
+namespace {
+
+c10d::ReduceOp c10d_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::kProduct:
+      return c10d::ReduceOp::PRODUCT;
+    case ReduceOp::kMin:
+      return c10d::ReduceOp::MIN;
+    case ReduceOp::kMax:
+      return c10d::ReduceOp::MAX;
+    case ReduceOp::kBand:
+      return c10d::ReduceOp::BAND;
+    case ReduceOp::kBor:
+      return c10d::ReduceOp::BOR;
+    case ReduceOp::kBxor:
+      return c10d::ReduceOp::BXOR;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+// Bool travels as uint8, where these ops give the logical results.
+ReduceOp op_for_bool(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kMax:
+    case ReduceOp::kBor:
+      return ReduceOp::kMax;
+    case ReduceOp::kProduct:
+    case ReduceOp::kMin:
+    case ReduceOp::kBand:
+      return ReduceOp::kMin;
+    case ReduceOp::kBxor:
+      return ReduceOp::kBxor;
+  }
+  return op;
+}
+
+// A c10d work and what to do once it succeeded.
+class GlooWork : public Work {
+ public:
+  GlooWork(c10::intrusive_ptr<c10d::Work> work, std::function<void()> on_success, const char* what,
+           int rank, std::chrono::milliseconds timeout)
+      : work_(std::move(work)),
+        on_success_(std::move(on_success)),
+        what_(what),
+        rank_(rank),
+        timeout_(timeout) {}
+
+  bool is_completed() override { return work_->isCompleted(); }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    if (timeout == kNoTimeout) timeout = timeout_;
+    std::call_once(finished_, [&] {
+      try {
+        if (!work_->wait(timeout)) throw Timeout(message(timeout));
+        if (on_success_) on_success_();
+      } catch (const DistError&) {
+        error_ = std::current_exception();
+      } catch (const std::exception& e) {
+        // Gloo reports a missing peer as an exception mentioning a timeout.
+        const std::string text = e.what();
+        error_ =
+            text.find("imed out") != std::string::npos || text.find("imeout") != std::string::npos
+                ? std::make_exception_ptr(Timeout(message(timeout) + ": " + text))
+                : std::make_exception_ptr(PeerFailure(
+                      on_rank(rank_, std::string("gloo ") + what_ + " failed: " + text)));
+      }
+    });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  std::exception_ptr exception() override { return error_; }
+
+ private:
+  std::string message(std::chrono::milliseconds timeout) const {
+    return on_rank(rank_, std::string("gloo ") + what_ + " did not complete within " +
+                              std::to_string(timeout.count()) +
+                              " ms: some rank never made the matching call (or died); end the job "
+                              "and look at the other ranks");
+  }
+
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::function<void()> on_success_;
+  const char* what_;
+  int rank_;
+  std::chrono::milliseconds timeout_;
+  std::once_flag finished_;
+  std::exception_ptr error_;
+};
+
+// Gloo divides by the element count in some algorithms (allgather): a call
+// with nothing to move completes at once instead, on every rank alike, since
+// every rank passes the same shapes.
+WorkPtr nothing_to_move() { return completed_work(); }
+
+// Data movement needs no dtype, and Gloo's is typed (no bool, no bfloat16):
+// it moves flat uint8 views of the (contiguous) tensors instead.
+at::Tensor as_bytes(const at::Tensor& t) { return t.reshape({-1}).view(at::kByte); }
+
+std::vector<at::Tensor> as_bytes(const std::vector<at::Tensor>& list) {
+  std::vector<at::Tensor> out;
+  for (const auto& t : list) out.push_back(as_bytes(t));
+  return out;
+}
+
+at::Tensor packed(const std::vector<at::Tensor>& list) {
+  std::vector<at::Tensor> flat;
+  for (const auto& t : list) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+bool is_loopback(const std::string& host) {
+  return host.empty() || host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+std::shared_ptr<Backend> create(const BackendOptions& options) {
+  if (options.master_addr.empty()) {
+    throw InvalidArgument(
+        on_rank(options.rank, "the gloo backend needs MASTER_ADDR (the host of rank 0)"));
+  }
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(options.master_port);
+  store_options.isServer = options.rank == 0;
+  store_options.numWorkers = options.world_size;
+  store_options.timeout = options.timeout;
+  auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+  // Ranks on one machine talk over loopback; otherwise Gloo picks the interface.
+  const std::string hostname = is_loopback(options.master_addr) ? "127.0.0.1" : "";
+  return std::make_shared<GlooBackend>(store, options.rank, options.world_size, options.timeout,
+                                       hostname);
+}
+
+const BackendRegistration registration("gloo", create);
+
+}  // namespace
+
+GlooBackend::GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                         std::chrono::milliseconds timeout, const std::string& hostname)
+    : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout), hostname_(hostname) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  options->devices.push_back(hostname.empty()
+                                 ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                 : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
+  group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank, size, options);
+}
+
+WorkPtr GlooBackend::wrap(c10::intrusive_ptr<c10d::Work> work, const char* what,
+                          std::function<void()> on_success) const {
+  return std::make_shared<GlooWork>(std::move(work), std::move(on_success), what, rank_, timeout_);
+}
+
+GlooBackend::Reduction GlooBackend::staged(const at::Tensor& tensor, ReduceOp op) const {
+  switch (tensor.scalar_type()) {
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kChar:
+    case at::kByte:
+    case at::kInt:
+    case at::kLong:
+      return {tensor, op};
+    case at::kBool:
+      return {tensor.to(at::kByte), op_for_bool(op)};
+    case at::kBFloat16:
+      return {tensor.to(at::kFloat), op};
+    default:
+      throw InvalidArgument(on_rank(rank_, std::string("the gloo backend cannot reduce ") +
+                                               c10::toString(tensor.scalar_type()) +
+                                               " tensors: convert them first"));
+  }
+}
+
+WorkPtr GlooBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
+  if (tensor.numel() == 0) return nothing_to_move();
+  const Reduction r = staged(tensor, op);
+  std::vector<at::Tensor> tensors = {r.tensor};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d_op(r.op);
+  return wrap(group_->allreduce(tensors, options), "all_reduce", [tensor, r]() mutable {
+    if (!r.tensor.is_same(tensor)) tensor.copy_(r.tensor);
+  });
+}
+
+WorkPtr GlooBackend::broadcast(at::Tensor& tensor, int root) {
+  if (tensor.numel() == 0) return nothing_to_move();
+  std::vector<at::Tensor> tensors = {as_bytes(tensor)};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  return wrap(group_->broadcast(tensors, options), "broadcast");
+}
+
+WorkPtr GlooBackend::reduce(at::Tensor& tensor, int root, ReduceOp op) {
+  if (tensor.numel() == 0) return nothing_to_move();
+  const bool is_root = rank_ == root;
+  // Gloo may write the non-root buffers: give them a copy.
+  const Reduction r = staged(is_root ? tensor : tensor.clone(), op);
+  std::vector<at::Tensor> tensors = {r.tensor};
+  c10d::ReduceOptions options;
+  options.reduceOp = c10d_op(r.op);
+  options.rootRank = root;
+  return wrap(group_->reduce(tensors, options), "reduce", [tensor, r, is_root]() mutable {
+    if (is_root && !r.tensor.is_same(tensor)) tensor.copy_(r.tensor);
+  });
+}
+
+WorkPtr GlooBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
+  if (input.numel() == 0) return nothing_to_move();
+  std::vector<std::vector<at::Tensor>> out = {as_bytes(outputs)};
+  std::vector<at::Tensor> in = {as_bytes(input)};
+  return wrap(group_->allgather(out, in), "all_gather");
+}
+
+WorkPtr GlooBackend::gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
+  if (input.numel() == 0) return nothing_to_move();
+  std::vector<std::vector<at::Tensor>> out;
+  if (rank_ == root) out.push_back(as_bytes(outputs));
+  std::vector<at::Tensor> in = {as_bytes(input)};
+  c10d::GatherOptions options;
+  options.rootRank = root;
+  return wrap(group_->gather(out, in, options), "gather");
+}
+
+WorkPtr GlooBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) {
+  if (output.numel() == 0) return nothing_to_move();
+  std::vector<at::Tensor> out = {as_bytes(output)};
+  std::vector<std::vector<at::Tensor>> in;
+  if (rank_ == root) in.push_back(as_bytes(inputs));
+  c10d::ScatterOptions options;
+  options.rootRank = root;
+  return wrap(group_->scatter(out, in, options), "scatter");
+}
+
+WorkPtr GlooBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                                    ReduceOp op) {
+  if (output.numel() == 0) return nothing_to_move();
+  // Gloo has no reduce_scatter: all-reduce everything, keep this rank's chunk.
+  at::Tensor all = packed(inputs);
+  WorkPtr reduced = all_reduce(all, op);
+  const int64_t count = output.numel();
+  const int64_t offset = rank_ * count;
+  return then(reduced, [all, output, count, offset]() mutable {
+    output.view({-1}).copy_(all.narrow(0, offset, count));
+  });
+}
+
+WorkPtr GlooBackend::all_to_all(std::vector<at::Tensor>& outputs,
+                                const std::vector<at::Tensor>& inputs) {
+  if (inputs.at(0).numel() == 0) return nothing_to_move();
+  at::Tensor sent = packed(as_bytes(inputs));
+  at::Tensor received = at::empty_like(sent);
+  std::vector<int64_t> equal_split;
+  return wrap(group_->alltoall_base(received, sent, equal_split, equal_split), "all_to_all",
+              [received, sent, outputs]() mutable {
+                int64_t offset = 0;
+                for (const auto& out : as_bytes(outputs)) {
+                  out.copy_(received.narrow(0, offset, out.numel()));
+                  offset += out.numel();
+                }
+              });
+}
+
+WorkPtr GlooBackend::barrier() { return wrap(group_->barrier(), "barrier"); }
+
+WorkPtr GlooBackend::send(const at::Tensor& tensor, int dst, int tag) {
+  if (tensor.numel() == 0) return nothing_to_move();
+  std::vector<at::Tensor> tensors = {as_bytes(tensor)};
+  return wrap(group_->send(tensors, dst, tag), "send");
+}
+
+WorkPtr GlooBackend::recv(at::Tensor& tensor, int src, int tag) {
+  if (tensor.numel() == 0) return nothing_to_move();
+  std::vector<at::Tensor> tensors = {as_bytes(tensor)};
+  return wrap(group_->recv(tensors, src, tag), "recv");
+}
+
+std::shared_ptr<Backend> GlooBackend::split(const std::vector<int>& ranks) {
+  // Every rank counts its splits, so the members agree on the store prefix.
+  const std::string prefix = "engine_group_" + std::to_string(++splits_);
+  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  barrier()->wait();
+  if (me == ranks.end()) return nullptr;
+  auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+  return std::make_shared<GlooBackend>(store, static_cast<int>(me - ranks.begin()),
+                                       static_cast<int>(ranks.size()), timeout_, hostname_);
+}
+
+}  // namespace engine::dist::gloo
