@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as README.md's second command and CI run it: installs
-# what is missing, runs every test (the simulator suites in-process, the MPI
-# suites in 2 and 4 processes under mpirun), then the simulator suites again
-# under ThreadSanitizer. Exits non-zero if anything fails.
+# what is missing, runs every test (the simulator suites in-process, the
+# process suites over mpi and gloo in 2 and 4 processes, engine-launch's
+# tests), then the simulator suites again under ThreadSanitizer. Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -10,8 +10,8 @@ bash tools/setup.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 bazel test //... 2>&1 | tee -a "$log"
-# The simulator suites under ThreadSanitizer (the MPI suites run real
-# processes through an uninstrumented Open MPI: not TSan's business).
+# The simulator suites under ThreadSanitizer (the process suites run real
+# processes through uninstrumented Open MPI and Gloo: not TSan's business).
 bazel test --config=tsan -- //sim/... //testing/... -//testing/process/... 2>&1 | tee -a "$log"
 
 # One closing line for readers of the log: test targets passed over both runs.

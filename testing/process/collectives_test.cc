@@ -1,5 +1,5 @@
 // The collectives over a real backend ("mpi" or "gloo", the first argument),
-// in N processes started by a launcher (mpirun, or run_local.sh with
+// in N processes started by a launcher (mpirun, or engine-launch with
 // torchrun's variables). Inputs are deterministic per rank, so every rank
 // computes the exact expected result of every rank itself and checks its own
 // bit for bit.

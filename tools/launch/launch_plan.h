@@ -1,0 +1,30 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+// What engine-launch starts: its arguments, and the environment of each rank.
+namespace launch {
+
+struct Plan {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;    // 0: pick a free port (one node only)
+  int grace_seconds = 5;  // SIGTERM, then SIGKILL after this long
+  std::vector<std::string> command;
+};
+
+// Parses engine-launch's arguments (torchrun's names). Throws
+// std::invalid_argument with a usage message for anything wrong.
+Plan parse_plan(const std::vector<std::string>& args);
+
+// torchrun's variables for local rank `local_rank` of this node.
+std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick).
+int free_port();
+
+}  // namespace launch

@@ -1,0 +1,43 @@
+#include "tools/launch/launch_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+namespace launch {
+namespace {
+
+TEST(ParsePlan, TorchrunFlagsAndTheCommand) {
+  const Plan plan =
+      parse_plan({"--nproc-per-node", "4", "--nnodes", "2", "--node-rank", "1", "--master-addr",
+                  "node7", "--master-port", "29600", "--", "train", "--lr", "1"});
+  EXPECT_EQ(plan.nproc_per_node, 4);
+  EXPECT_EQ(plan.command, (std::vector<std::string>{"train", "--lr", "1"}));
+  const auto env = rank_environment(plan, 3);
+  EXPECT_EQ(env.at("RANK"), "7");
+  EXPECT_EQ(env.at("LOCAL_RANK"), "3");
+  EXPECT_EQ(env.at("WORLD_SIZE"), "8");
+  EXPECT_EQ(env.at("LOCAL_WORLD_SIZE"), "4");
+  EXPECT_EQ(env.at("GROUP_RANK"), "1");
+  EXPECT_EQ(env.at("MASTER_ADDR"), "node7");
+  EXPECT_EQ(env.at("MASTER_PORT"), "29600");
+}
+
+TEST(ParsePlan, RefusesWhatCannotWork) {
+  EXPECT_THROW(parse_plan({"--nproc-per-node", "0", "train"}), std::invalid_argument);
+  EXPECT_THROW(parse_plan({"--node-rank", "2", "--nnodes", "2", "--master-port", "1", "train"}),
+               std::invalid_argument);
+  EXPECT_THROW(parse_plan({"--nnodes", "2", "train"}),
+               std::invalid_argument);  // port must be shared
+  EXPECT_THROW(parse_plan({"--nproc-per-node", "2"}), std::invalid_argument);  // no program
+  EXPECT_THROW(parse_plan({"--bogus", "1", "train"}), std::invalid_argument);
+}
+
+TEST(FreePort, IsAUsablePort) {
+  const int port = free_port();
+  EXPECT_GT(port, 0);
+  EXPECT_LT(port, 65536);
+}
+
+}  // namespace
+}  // namespace launch

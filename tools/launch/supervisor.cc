@@ -1,0 +1,181 @@
+#include "tools/launch/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int signal_pipe[2] = {-1, -1};
+
+void on_signal(int signal_number) {
+  const int saved = errno;
+  const char byte = static_cast<char>(signal_number);
+  (void)!write(signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+void install_handlers() {
+  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error("engine-launch: pipe failed");
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (const int s : {SIGCHLD, SIGINT, SIGTERM}) sigaction(s, &action, nullptr);
+}
+
+struct Rank {
+  int global = 0;
+  pid_t pid = -1;
+  int output = -1;  // read end of its stdout+stderr, -1 once closed
+  std::string partial;
+  bool running = true;
+};
+
+// Starts one rank; its stdout and stderr go to one pipe.
+Rank start(const Plan& plan, int local_rank) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("engine-launch: pipe failed");
+  const auto env = rank_environment(plan, local_rank);
+  Rank rank;
+  rank.global = std::stoi(env.at("RANK"));
+  rank.pid = fork();
+  if (rank.pid < 0) throw std::runtime_error("engine-launch: fork failed");
+  if (rank.pid == 0) {
+    setpgid(0, 0);  // its own group: signals reach the processes it starts too
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(out[1], STDERR_FILENO);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    std::vector<char*> argv;
+    for (const auto& arg : plan.command) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "engine-launch: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(rank.pid, rank.pid);  // also here, so that no signal can come before the child's own call
+  close(out[1]);
+  rank.output = out[0];
+  return rank;
+}
+
+void relay(Rank& rank) {
+  char buffer[4096];
+  const ssize_t n = read(rank.output, buffer, sizeof(buffer));
+  if (n <= 0) {
+    if (!rank.partial.empty()) std::printf("[rank %d] %s\n", rank.global, rank.partial.c_str());
+    rank.partial.clear();
+    close(rank.output);
+    rank.output = -1;
+  } else {
+    rank.partial.append(buffer, static_cast<size_t>(n));
+    for (size_t end; (end = rank.partial.find('\n')) != std::string::npos;) {
+      std::printf("[rank %d] %s\n", rank.global, rank.partial.substr(0, end).c_str());
+      rank.partial.erase(0, end + 1);
+    }
+  }
+  std::fflush(stdout);
+}
+
+int status_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void signal_all(std::vector<Rank>& ranks, int signal_number) {
+  for (const auto& rank : ranks) {
+    if (rank.running) kill(-rank.pid, signal_number);
+  }
+}
+
+}  // namespace
+
+int supervise(const Plan& plan) {
+  install_handlers();
+  std::vector<Rank> ranks;
+  for (int local = 0; local < plan.nproc_per_node; ++local) ranks.push_back(start(plan, local));
+
+  int job_status = 0;
+  bool stopping = false;
+  bool killed = false;
+  Clock::time_point kill_at;
+  auto stop_others = [&](int status) {
+    if (stopping) return;
+    stopping = true;
+    job_status = status;
+    signal_all(ranks, SIGTERM);
+    kill_at = Clock::now() + std::chrono::seconds(plan.grace_seconds);
+  };
+
+  for (;;) {
+    bool anyone_running = false;
+    std::vector<pollfd> fds = {{signal_pipe[0], POLLIN, 0}};
+    std::vector<Rank*> readers;
+    for (auto& rank : ranks) {
+      anyone_running |= rank.running;
+      if (rank.output >= 0) {
+        fds.push_back({rank.output, POLLIN, 0});
+        readers.push_back(&rank);
+      }
+    }
+    if (readers.empty() && !anyone_running) break;
+    // Once every rank exited, take what their pipes hold and stop: a process
+    // a rank left behind may keep a pipe open.
+    int timeout_ms = anyone_running ? -1 : 0;
+    if (stopping && anyone_running && !killed) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - Clock::now()).count();
+      if (left <= 0) {
+        signal_all(ranks, SIGKILL);
+        killed = true;
+      } else {
+        timeout_ms = static_cast<int>(left);
+      }
+    }
+    const int ready = poll(fds.data(), fds.size(), timeout_ms);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready == 0 && !anyone_running) break;
+
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents) relay(*readers[i - 1]);
+    }
+    if (fds[0].revents) {
+      char signals[64];
+      const ssize_t n = read(signal_pipe[0], signals, sizeof(signals));
+      for (ssize_t i = 0; i < n; ++i) {
+        if (signals[i] == SIGINT || signals[i] == SIGTERM) {
+          signal_all(ranks, signals[i]);
+          stop_others(128 + signals[i]);
+        }
+      }
+      for (auto& rank : ranks) {
+        int status = 0;
+        if (!rank.running || waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
+        rank.running = false;
+        if (status_code(status) == 0) continue;
+        std::fprintf(stderr, "engine-launch: rank %d failed with status %d; stopping the others\n",
+                     rank.global, status_code(status));
+        stop_others(status_code(status));
+      }
+    }
+  }
+  return job_status;
+}
+
+}  // namespace launch
