@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "engine/dist/backend_registry.h"
+#include "engine/dist/checked_backend.h"
 #include "engine/dist/context.h"
 #include "engine/dist/errors.h"
 
@@ -24,7 +25,11 @@ LaunchSpec init_dist(const std::string& launcher, const std::string& backend,
   backend_options.master_addr = spec.master_addr;
   backend_options.master_port = spec.master_port;
   backend_options.timeout = options.timeout;
-  init_process_group(create_backend(backend, backend_options));
+  auto world = create_backend(backend, backend_options);
+  const char* debug = std::getenv("DIST_ENGINE_DEBUG");
+  if (options.debug || (debug && std::string(debug) == "DETAIL"))
+    world = with_call_checks(std::move(world));
+  init_process_group(std::move(world));
   return spec;
 }
 

@@ -14,6 +14,9 @@ struct InitOptions {
   std::optional<int> port;
   // How long a collective may wait for the others (torch.distributed's default).
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
+  // Compare every collective across ranks before data moves
+  // (with_call_checks); also on when DIST_ENGINE_DEBUG=DETAIL.
+  bool debug = false;
 };
 
 // mmengine's init_dist: reads the environment of `launcher` ("pytorch",

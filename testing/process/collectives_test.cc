@@ -62,6 +62,28 @@ std::vector<at::Tensor> all_inputs(const TensorCase& c, int salt = 0) {
 }  // namespace
 
 std::string backend_name;
+bool debug_mode = false;
+
+TEST(Process, DebugModeRaisesMismatchOnEveryRankBeforeDataMoves) {
+  if (!debug_mode) GTEST_SKIP() << "run with 'detail' to check debug mode";
+  const int me = dist::get_rank();
+  at::Tensor t = at::ones({me == 1 ? 5 : 4});
+  try {
+    me == 0 ? dist::broadcast(t, 0) : dist::all_reduce(t);
+    ADD_FAILURE() << "no mismatch raised";
+  } catch (const dist::CollectiveMismatch& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("group rank 0: broadcast #"), std::string::npos) << message;
+    EXPECT_NE(message.find("(root 0, Float[4])"), std::string::npos) << message;
+    EXPECT_NE(message.find("group rank 1: all_reduce #"), std::string::npos) << message;
+    EXPECT_NE(message.find("(sum, Float[5])"), std::string::npos) << message;
+  }
+  EXPECT_TRUE(t.equal(at::ones({me == 1 ? 5 : 4}))) << "data moved despite the mismatch";
+  // Nothing moved and every rank counted the call: the group is still usable.
+  at::Tensor after = at::ones({2});
+  dist::all_reduce(after);
+  EXPECT_EQ(after[0].item<float>(), dist::get_world_size());
+}
 
 TEST(Process, InitDistSetsTheBackendAndTorchrunVariables) {
   EXPECT_EQ(dist::get_backend(), backend_name);
@@ -191,13 +213,15 @@ TEST(Process, SubgroupsAndObjectsAndHelpers) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   at::set_num_threads(1);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: collectives_test BACKEND (under a launcher)\n");
+  if (argc < 2 || argc > 3) {
+    std::fprintf(stderr, "usage: collectives_test BACKEND [detail] (under a launcher)\n");
     return 2;
   }
   backend_name = argv[1];
+  debug_mode = argc == 3 && std::string(argv[2]) == "detail";
   dist::InitOptions options;
   options.timeout = std::chrono::seconds(60);
+  options.debug = debug_mode;
   dist::init_dist(dist::infer_launcher(dist::process_environment()), backend_name, options);
   const int failed = RUN_ALL_TESTS() != 0;
   // Every rank leaves with the same verdict.
