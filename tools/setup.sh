@@ -7,7 +7,7 @@ packages=(
   bazel-bootstrap bazel-rules-java bazel-rules-proto bazel-platforms
   g++ libtorch-dev libgtest-dev librapidcheck-dev
   libopenmpi-dev openmpi-bin libgloo-dev
-  libopenblas0-serial nlohmann-json3-dev
+  libopenblas0-serial nlohmann-json3-dev python3-torch
 )
 
 missing=()

@@ -26,6 +26,7 @@ namespace dist = engine::dist;
 using Clock = std::chrono::steady_clock;
 
 struct Args {
+  std::string backend = "sim";  // sim: thread-ranks here; else this process's rank under a launcher
   int ranks = 4;
   std::vector<std::string> ops = {"all_reduce"};
   bench::Sweep sweep;
@@ -43,7 +44,9 @@ std::vector<std::string> split(const std::string& text) {
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr
       << "collectives: " << problem << "\n"
-      << "usage: collectives [--ranks N] [--ops all_reduce,broadcast,...|all] [--min-bytes 4K]\n"
+      << "usage: collectives [--backend sim|mpi|gloo] [--ranks N (sim)] [--ops "
+         "all_reduce,...|all]\n"
+      << "                   [--min-bytes 4K]\n"
       << "                   [--max-bytes 64M] [--factor 4] [--iters 50] [--warmup 5] [--json "
          "FILE]\n"
       << "                   [--yields N: sim ranks yield up to N times before blocking]\n";
@@ -57,7 +60,9 @@ Args parse(int argc, char** argv) {
     if (i + 1 >= argc) usage("missing value after " + flag);
     const std::string value = argv[++i];
     if (args.sweep.parse_flag(flag, value)) continue;
-    if (flag == "--ranks")
+    if (flag == "--backend")
+      args.backend = value;
+    else if (flag == "--ranks")
       args.ranks = std::stoi(value);
     else if (flag == "--ops")
       args.ops = split(value);
@@ -115,48 +120,26 @@ std::vector<bench::Descriptor> selected(const Args& args) {
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const Args args = parse(argc, argv);
-  at::set_num_threads(1);
-  const bench::Machine machine = bench::describe_machine();
-  const double bound = bench::memcpy_bandwidth();
-  std::printf("# machine: %d cores, %s\n", machine.cores, machine.cpu.c_str());
-  std::printf(
-      "# 2-thread memcpy: %.2f GB/s read+write -> all_reduce bound for %d ranks: algbw %.2f, busbw "
-      "%.2f GB/s\n",
-      bound, args.ranks, bound / (2 * args.ranks),
-      bound / (2 * args.ranks) * 2.0 * (args.ranks - 1) / args.ranks);
-  std::printf("# backend sim, %d ranks, %d+ timed calls per size after %d warm-up\n", args.ranks,
-              args.sweep.iters, args.sweep.warmup);
-  std::printf("#%15s %12s %11s %12s %12s %8s\n", "collective", "size(B)", "time(us)", "algbw(GB/s)",
-              "busbw(GB/s)", "#wrong");
-
-  std::vector<Row> rows;
+// One size of one collective: on the simulator, in a world of args.ranks
+// thread-ranks; on a real backend, on this process's rank of the launched job.
+Row measure_size(const bench::Descriptor& d, const Args& args, int64_t bytes) {
+  if (args.backend != "sim")
+    return measure(d, args, bytes, dist::get_rank(), dist::get_world_size());
   sim::WorldOptions options;
   options.timeout = std::chrono::minutes(10);
   options.yields_before_blocking = args.yields;
-  for (const auto& d : selected(args)) {
-    for (int64_t bytes = args.sweep.min_bytes; bytes <= args.sweep.max_bytes;
-         bytes *= args.sweep.factor) {
-      Row row;
-      sim::World(args.ranks, options).run([&](int rank) {
-        const Row measured = measure(d, args, bytes, rank, args.ranks);
-        if (rank == 0) row = measured;
-      });
-      std::printf(" %15s %12lld %11.1f %12.3f %12.3f %8lld\n", row.op.c_str(),
-                  static_cast<long long>(row.bytes), row.time_us, row.algbw, row.busbw,
-                  static_cast<long long>(row.wrong));
-      std::fflush(stdout);
-      rows.push_back(row);
-    }
-  }
+  Row row;
+  sim::World(args.ranks, options).run([&](int rank) {
+    const Row measured = measure(d, args, bytes, rank, args.ranks);
+    if (rank == 0) row = measured;
+  });
+  return row;
+}
 
-  int64_t total_wrong = 0;
+void write_json(const Args& args, const bench::Machine& machine, double bound,
+                const std::vector<Row>& rows) {
   nlohmann::json results = nlohmann::json::array();
   for (const auto& r : rows) {
-    total_wrong += r.wrong;
     results.push_back({{"collective", r.op},
                        {"bytes", r.bytes},
                        {"time_us", r.time_us},
@@ -164,14 +147,56 @@ int main(int argc, char** argv) {
                        {"busbw_gbps", r.busbw},
                        {"wrong", r.wrong}});
   }
-  if (!args.json.empty()) {
-    const nlohmann::json report = {{"backend", "sim"},
-                                   {"ranks", args.ranks},
-                                   {"machine", {{"cores", machine.cores}, {"cpu", machine.cpu}}},
-                                   {"memcpy_gbps", bound},
-                                   {"results", results}};
-    std::ofstream(args.json) << report.dump(2) << "\n";
+  const nlohmann::json report = {{"backend", args.backend},
+                                 {"ranks", args.ranks},
+                                 {"machine", {{"cores", machine.cores}, {"cpu", machine.cpu}}},
+                                 {"memcpy_gbps", bound},
+                                 {"results", results}};
+  std::ofstream(args.json) << report.dump(2) << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args = parse(argc, argv);
+  at::set_num_threads(1);
+  if (args.backend != "sim") {
+    dist::init_dist(dist::infer_launcher(dist::process_environment()), args.backend);
+    args.ranks = dist::get_world_size();
   }
-  std::printf("# %lld wrong elements in total\n", static_cast<long long>(total_wrong));
+  const bool reporter = args.backend == "sim" || dist::get_rank() == 0;
+  const bench::Machine machine = bench::describe_machine();
+  const double bound = reporter ? bench::memcpy_bandwidth() : 0;
+  if (reporter) {
+    std::printf("# machine: %d cores, %s\n", machine.cores, machine.cpu.c_str());
+    std::printf(
+        "# 2-thread memcpy: %.2f GB/s read+write -> all_reduce bound for %d ranks: algbw %.2f, "
+        "busbw %.2f GB/s\n",
+        bound, args.ranks, bound / (2 * args.ranks),
+        bound / (2 * args.ranks) * 2.0 * (args.ranks - 1) / args.ranks);
+    std::printf("# backend %s, %d ranks, %d+ timed calls per size after %d warm-up\n",
+                args.backend.c_str(), args.ranks, args.sweep.iters, args.sweep.warmup);
+    std::printf("#%15s %12s %11s %12s %12s %8s\n", "collective", "size(B)", "time(us)",
+                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  }
+  std::vector<Row> rows;
+  int64_t total_wrong = 0;
+  for (const auto& d : selected(args)) {
+    for (int64_t bytes = args.sweep.min_bytes; bytes <= args.sweep.max_bytes;
+         bytes *= args.sweep.factor) {
+      const Row row = measure_size(d, args, bytes);
+      total_wrong += row.wrong;
+      rows.push_back(row);
+      if (!reporter) continue;
+      std::printf(" %15s %12lld %11.1f %12.3f %12.3f %8lld\n", row.op.c_str(),
+                  static_cast<long long>(row.bytes), row.time_us, row.algbw, row.busbw,
+                  static_cast<long long>(row.wrong));
+      std::fflush(stdout);
+    }
+  }
+  if (reporter && !args.json.empty()) write_json(args, machine, bound, rows);
+  if (reporter)
+    std::printf("# %lld wrong elements in total\n", static_cast<long long>(total_wrong));
+  if (args.backend != "sim") dist::destroy_process_group();
   return total_wrong == 0 ? 0 : 1;
 }

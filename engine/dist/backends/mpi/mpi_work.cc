@@ -49,18 +49,21 @@ bool MpiWork::is_completed() {
 void MpiWork::wait(std::chrono::milliseconds timeout) {
   if (timeout == kNoTimeout) timeout = default_timeout_;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  // Open MPI progresses only inside MPI calls, so waiting means testing: a
-  // short phase of yields (a peer on this core gets it at once), then sleeps
-  // so that a long wait costs no CPU.
-  for (int polls = 0; !is_completed(); ++polls) {
-    if (std::chrono::steady_clock::now() >= deadline) {
+  // Open MPI progresses a nonblocking collective only inside MPI calls, so
+  // waiting means testing, as MPI_Wait itself does: test and yield the core
+  // (a peer on it gets it at once) while the wait is short; past 50 ms (a
+  // straggler, a missing rank) test every 100 us so that it costs no CPU.
+  const auto start = std::chrono::steady_clock::now();
+  while (!is_completed()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
       throw Timeout(
           on_rank(rank_, std::string("mpi ") + what_ + " did not complete within " +
                              std::to_string(timeout.count()) +
                              " ms: some rank never made the matching call (or died). MPI "
                              "cannot cancel it, so end the job and look at the other ranks"));
     }
-    if (polls < 1000) {
+    if (now - start < std::chrono::milliseconds(50)) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
