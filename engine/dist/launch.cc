@@ -67,36 +67,44 @@ void read_rendezvous(LaunchSpec& spec, const Environment& env, const LaunchOptio
   }
 }
 
-LaunchSpec from_pytorch(const Environment& env, const LaunchOptions& options) {
+// The names a launcher gives the four numbers every rank needs.
+struct RankVariables {
+  const char* world_size;
+  const char* rank;
+  const char* local_rank;
+  const char* local_world_size;
+};
+
+// Reads and checks them; an unset local world size is `local_default` when given.
+LaunchSpec read_ranks(const std::string& launcher, const Environment& env,
+                      const RankVariables& names, std::optional<int> local_default = std::nullopt) {
   LaunchSpec spec;
-  spec.launcher = "pytorch";
-  spec.world_size = number(spec.launcher, env, "WORLD_SIZE");
-  spec.rank = number(spec.launcher, env, "RANK");
-  spec.local_rank = number(spec.launcher, env, "LOCAL_RANK");
-  spec.local_world_size = number(spec.launcher, env, "LOCAL_WORLD_SIZE", spec.world_size);
-  check_positive(spec.launcher, "WORLD_SIZE", spec.world_size);
-  check_positive(spec.launcher, "LOCAL_WORLD_SIZE", spec.local_world_size);
-  check_below(spec.launcher, "RANK", spec.rank, "WORLD_SIZE", spec.world_size);
-  check_below(spec.launcher, "LOCAL_RANK", spec.local_rank, "LOCAL_WORLD_SIZE",
+  spec.launcher = launcher;
+  spec.world_size = number(launcher, env, names.world_size);
+  spec.rank = number(launcher, env, names.rank);
+  spec.local_rank = number(launcher, env, names.local_rank);
+  spec.local_world_size = number(launcher, env, names.local_world_size, local_default);
+  check_positive(launcher, names.world_size, spec.world_size);
+  check_positive(launcher, names.local_world_size, spec.local_world_size);
+  check_below(launcher, names.rank, spec.rank, names.world_size, spec.world_size);
+  check_below(launcher, names.local_rank, spec.local_rank, names.local_world_size,
               spec.local_world_size);
+  return spec;
+}
+
+LaunchSpec from_pytorch(const Environment& env, const LaunchOptions& options) {
+  const RankVariables names = {"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
+  const int world_size = number("pytorch", env, names.world_size);
+  LaunchSpec spec = read_ranks("pytorch", env, names, world_size);
   spec.node_rank = number(spec.launcher, env, "GROUP_RANK", spec.rank / spec.local_world_size);
   read_rendezvous(spec, env, options);
   return spec;
 }
 
 LaunchSpec from_mpi(const Environment& env, const LaunchOptions& options) {
-  LaunchSpec spec;
-  spec.launcher = "mpi";
-  spec.world_size = number(spec.launcher, env, "OMPI_COMM_WORLD_SIZE");
-  spec.rank = number(spec.launcher, env, "OMPI_COMM_WORLD_RANK");
-  spec.local_rank = number(spec.launcher, env, "OMPI_COMM_WORLD_LOCAL_RANK");
-  spec.local_world_size = number(spec.launcher, env, "OMPI_COMM_WORLD_LOCAL_SIZE");
-  check_positive(spec.launcher, "OMPI_COMM_WORLD_SIZE", spec.world_size);
-  check_positive(spec.launcher, "OMPI_COMM_WORLD_LOCAL_SIZE", spec.local_world_size);
-  check_below(spec.launcher, "OMPI_COMM_WORLD_RANK", spec.rank, "OMPI_COMM_WORLD_SIZE",
-              spec.world_size);
-  check_below(spec.launcher, "OMPI_COMM_WORLD_LOCAL_RANK", spec.local_rank,
-              "OMPI_COMM_WORLD_LOCAL_SIZE", spec.local_world_size);
+  LaunchSpec spec = read_ranks("mpi", env,
+                               {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                                "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"});
   spec.node_rank = spec.rank / spec.local_world_size;
   read_rendezvous(spec, env, options);
   return spec;

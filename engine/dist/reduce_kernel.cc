@@ -10,8 +10,6 @@
 namespace engine::dist {
 namespace {
 
-
-
 template <typename T>
 bool is_nan(T v) {
   if constexpr (std::is_floating_point_v<T>) {

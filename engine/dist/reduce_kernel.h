@@ -17,7 +17,6 @@ bool can_reduce(c10::ScalarType dtype, ReduceOp op);
 // acc[i] = acc[i] (op) src[i] for i < count, elementwise in `dtype`, with
 // torch's semantics (bool sum is or, product is and; floating min/max
 // propagate NaN; half and bfloat16 round after each step).
-void reduce_into(void* acc, const void* src, int64_t count, c10::ScalarType dtype,
-                 ReduceOp op);
+void reduce_into(void* acc, const void* src, int64_t count, c10::ScalarType dtype, ReduceOp op);
 
 }  // namespace engine::dist
