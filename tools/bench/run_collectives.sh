@@ -16,6 +16,7 @@ ops=${2:-all_reduce}
 backends=${3:-sim}
 sweep=(--min-bytes 4K --max-bytes 64M --factor 4)
 bazel build //tools/bench:collectives //tools/bench:mpi_peer //tools/launch:engine-launch
+mkdir -p bench/out  # JSON records of each run (not committed; RESULTS.md is the record)
 ours=bazel-bin/tools/bench/collectives
 # More ranks than cores: Open MPI must yield instead of busy-polling.
 mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")
@@ -28,14 +29,14 @@ mpi_peer() {
 for backend in ${backends//,/ }; do
   case "$backend" in
     sim)
-      "$ours" --ranks "$ranks" --ops "$ops" "${sweep[@]}" --json "bench/collectives_sim_${ranks}.json"
+      "$ours" --ranks "$ranks" --ops "$ops" "${sweep[@]}" --json "bench/out/collectives_sim_${ranks}.json"
       mpi_peer ;;
     mpi)
-      "${mpirun[@]}" "$ours" --backend mpi --ops "$ops" "${sweep[@]}" --json "bench/collectives_mpi_${ranks}.json"
+      "${mpirun[@]}" "$ours" --backend mpi --ops "$ops" "${sweep[@]}" --json "bench/out/collectives_mpi_${ranks}.json"
       mpi_peer ;;
     gloo)
       bazel-bin/tools/launch/engine-launch --nproc-per-node "$ranks" \
-        "$ours" --backend gloo --ops "$ops" "${sweep[@]}" --json "bench/collectives_gloo_${ranks}.json"
+        "$ours" --backend gloo --ops "$ops" "${sweep[@]}" --json "bench/out/collectives_gloo_${ranks}.json"
       bazel-bin/tools/launch/engine-launch --nproc-per-node "$ranks" \
         /usr/bin/python3 tools/bench/torch_gloo_peer.py "${sweep[@]}" ;;
     *) echo "unknown backend $backend (sim, mpi, gloo)" >&2; exit 2 ;;
