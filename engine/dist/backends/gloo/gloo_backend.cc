@@ -3,9 +3,9 @@
 #include <ATen/ATen.h>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "engine/dist/backend_registry.h"
+#include "engine/dist/backends/store/tcp_store.h"
 #include "engine/dist/errors.h"
 
 namespace engine::dist::gloo {
@@ -127,16 +127,7 @@ bool is_loopback(const std::string& host) {
 }
 
 std::shared_ptr<Backend> create(const BackendOptions& options) {
-  if (options.master_addr.empty()) {
-    throw InvalidArgument(
-        on_rank(options.rank, "the gloo backend needs MASTER_ADDR (the host of rank 0)"));
-  }
-  c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<std::uint16_t>(options.master_port);
-  store_options.isServer = options.rank == 0;
-  store_options.numWorkers = options.world_size;
-  store_options.timeout = options.timeout;
-  auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+  auto store = make_tcp_store(options, "gloo");
   // Ranks on one machine talk over loopback; otherwise Gloo picks the interface.
   const std::string hostname = is_loopback(options.master_addr) ? "127.0.0.1" : "";
   return std::make_shared<GlooBackend>(store, options.rank, options.world_size, options.timeout,

@@ -1,0 +1,23 @@
+#include "engine/dist/backends/store/tcp_store.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "engine/dist/errors.h"
+
+namespace engine::dist {
+
+c10::intrusive_ptr<c10d::Store> make_tcp_store(const BackendOptions& options, const char* backend) {
+  if (options.master_addr.empty()) {
+    throw InvalidArgument(
+        on_rank(options.rank,
+                std::string("the ") + backend + " backend needs MASTER_ADDR (the host of rank 0)"));
+  }
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(options.master_port);
+  store_options.isServer = options.rank == 0;
+  store_options.numWorkers = options.world_size;
+  store_options.timeout = options.timeout;
+  return c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+}
+
+}  // namespace engine::dist

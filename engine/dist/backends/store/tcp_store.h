@@ -1,0 +1,14 @@
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "engine/dist/backend_registry.h"
+
+namespace engine::dist {
+
+// The rendezvous of the TCP backends (gloo, nccl): c10d's TCPStore, hosted by
+// rank 0 at options.master_addr:options.master_port. Throws InvalidArgument
+// without a master address.
+c10::intrusive_ptr<c10d::Store> make_tcp_store(const BackendOptions& options, const char* backend);
+
+}  // namespace engine::dist
