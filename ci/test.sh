@@ -2,7 +2,8 @@
 # The whole test suite, as README.md's second command and CI run it: installs
 # what is missing, runs every test (the simulator suites in-process, the
 # process suites over mpi and gloo in 2 and 4 processes, engine-launch's
-# tests), then the simulator suites again under ThreadSanitizer. Exits non-zero if anything fails.
+# tests), then the simulator suites again under ThreadSanitizer, then builds
+# the nccl backend with --config=cuda. Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -13,6 +14,9 @@ bazel test //... 2>&1 | tee -a "$log"
 # The simulator suites under ThreadSanitizer (the process suites run real
 # processes through uninstrumented Open MPI and Gloo: not TSan's business).
 bazel test --config=tsan -- //sim/... //testing/... -//testing/process/... 2>&1 | tee -a "$log"
+# The nccl backend builds and links against the CUDA toolkit here; without a
+# GPU its test checks that creating it fails with a clear error.
+bazel test --config=cuda //engine/dist/backends/nccl/... 2>&1 | tee -a "$log"
 
 # One closing line for readers of the log: test targets passed over both runs.
 passed=$(grep -oE '[0-9]+ tests? pass' "$log" | awk '{sum += $1} END {print sum + 0}')

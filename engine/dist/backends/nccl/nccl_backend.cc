@@ -1,0 +1,313 @@
+#include "engine/dist/backends/nccl/nccl_backend.h"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <thread>
+
+#include "engine/dist/backend_registry.h"
+#include "engine/dist/backends/store/tcp_store.h"
+#include "engine/dist/errors.h"
+
+namespace engine::dist::nccl {
+namespace {
+
+void check(ncclResult_t result, const char* what, int rank) {
+  if (result == ncclSuccess) return;
+  throw DistError(
+      on_rank(rank, std::string("nccl ") + what + " failed: " + ncclGetErrorString(result)));
+}
+
+void check(cudaError_t result, const char* what, int rank) {
+  if (result == cudaSuccess) return;
+  throw DistError(
+      on_rank(rank, std::string("cuda ") + what + " failed: " + cudaGetErrorString(result)));
+}
+
+ncclDataType_t datatype_of(c10::ScalarType dtype, int rank) {
+  switch (dtype) {
+    case c10::kFloat:
+      return ncclFloat32;
+    case c10::kDouble:
+      return ncclFloat64;
+    case c10::kHalf:
+      return ncclFloat16;
+    case c10::kBFloat16:
+      return ncclBfloat16;
+    case c10::kChar:
+      return ncclInt8;
+    case c10::kByte:
+    case c10::kBool:
+      return ncclUint8;
+    case c10::kInt:
+      return ncclInt32;
+    case c10::kLong:
+      return ncclInt64;
+    default:
+      throw InvalidArgument(on_rank(rank, std::string("the nccl backend cannot move ") +
+                                              c10::toString(dtype) +
+                                              " tensors: convert them first"));
+  }
+}
+
+ncclRedOp_t op_of(c10::ScalarType dtype, ReduceOp op, int rank) {
+  const bool is_bool = dtype == c10::kBool;
+  switch (op) {
+    case ReduceOp::kSum:
+      return is_bool ? ncclMax : ncclSum;
+    case ReduceOp::kProduct:
+      return is_bool ? ncclMin : ncclProd;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kBand:
+      if (is_bool) return ncclMin;
+      break;
+    case ReduceOp::kBor:
+      if (is_bool) return ncclMax;
+      break;
+    case ReduceOp::kBxor:
+      break;
+  }
+  throw InvalidArgument(on_rank(rank, std::string("nccl has no ") + reduce_op_name(op) + " for " +
+                                          c10::toString(dtype) +
+                                          " tensors: use sum/min/max, or bool tensors"));
+}
+
+size_t count_of(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
+
+// A CUDA event recorded after the operation; completion is the event's.
+class NcclWork : public Work {
+ public:
+  NcclWork(cudaEvent_t event, std::vector<at::Tensor> keep_alive, const char* what, int rank,
+           std::chrono::milliseconds timeout)
+      : event_(event),
+        keep_alive_(std::move(keep_alive)),
+        what_(what),
+        rank_(rank),
+        timeout_(timeout) {}
+  ~NcclWork() override { cudaEventDestroy(event_); }
+
+  bool is_completed() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    if (timeout == kNoTimeout) timeout = timeout_;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!is_completed()) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        throw Timeout(on_rank(
+            rank_, std::string("nccl ") + what_ + " did not complete within " +
+                       std::to_string(timeout.count()) +
+                       " ms: some rank never made the matching call (or died); end the job"));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    check(cudaEventQuery(event_), what_, rank_);
+  }
+
+  std::exception_ptr exception() override { return nullptr; }
+
+ private:
+  cudaEvent_t event_;
+  std::vector<at::Tensor> keep_alive_;
+  const char* what_;
+  int rank_;
+  std::chrono::milliseconds timeout_;
+};
+
+std::shared_ptr<Backend> create(const BackendOptions& options) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    throw DistError(on_rank(options.rank,
+                            "the nccl backend needs a CUDA device and this machine has none "
+                            "(or no driver): use gloo or mpi on CPU"));
+  }
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice", options.rank);
+  auto store = make_tcp_store(options, "nccl");
+  ncclUniqueId id;
+  const std::string key = "engine_nccl_id";
+  if (options.rank == 0) {
+    check(ncclGetUniqueId(&id), "ncclGetUniqueId", options.rank);
+    store->set(key, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&id),
+                                         reinterpret_cast<uint8_t*>(&id) + sizeof(id)));
+  } else {
+    const std::vector<uint8_t> bytes = store->get(key);
+    if (bytes.size() != sizeof(id))
+      throw DistError(on_rank(options.rank, "the nccl id in the store is corrupt"));
+    std::memcpy(&id, bytes.data(), sizeof(id));
+  }
+  ncclComm_t comm;
+  check(ncclCommInitRank(&comm, options.world_size, id, options.rank), "ncclCommInitRank",
+        options.rank);
+  return std::make_shared<NcclBackend>(comm, device, options.timeout);
+}
+
+const BackendRegistration registration("nccl", create);
+
+}  // namespace
+
+NcclBackend::NcclBackend(ncclComm_t comm, int device, std::chrono::milliseconds timeout)
+    : comm_(comm), device_(device), timeout_(timeout) {
+  ncclCommUserRank(comm_, &rank_);
+  ncclCommCount(comm_, &size_);
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate", rank_);
+}
+
+NcclBackend::~NcclBackend() {
+  ncclCommDestroy(comm_);
+  cudaStreamDestroy(stream_);
+}
+
+void NcclBackend::check_cuda(const at::Tensor& t) const {
+  if (!t.is_cuda()) {
+    throw InvalidArgument(on_rank(rank_, "the nccl backend moves CUDA tensors only, got one on " +
+                                             t.device().str() +
+                                             ": move it to the GPU or use gloo"));
+  }
+}
+
+WorkPtr NcclBackend::enqueued(const char* what, std::vector<at::Tensor> keep_alive) const {
+  cudaEvent_t event;
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate", rank_);
+  check(cudaEventRecord(event, stream_), "cudaEventRecord", rank_);
+  return std::make_shared<NcclWork>(event, std::move(keep_alive), what, rank_, timeout_);
+}
+
+WorkPtr NcclBackend::all_reduce(at::Tensor& t, ReduceOp op) {
+  check_cuda(t);
+  check(ncclAllReduce(t.data_ptr(), t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), rank_),
+                      op_of(t.scalar_type(), op, rank_), comm_, stream_),
+        "all_reduce", rank_);
+  return enqueued("all_reduce", {t});
+}
+
+WorkPtr NcclBackend::broadcast(at::Tensor& t, int root) {
+  check_cuda(t);
+  check(ncclBroadcast(t.data_ptr(), t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), rank_),
+                      root, comm_, stream_),
+        "broadcast", rank_);
+  return enqueued("broadcast", {t});
+}
+
+WorkPtr NcclBackend::reduce(at::Tensor& t, int root, ReduceOp op) {
+  check_cuda(t);
+  // The result lands on the root only; other ranks' tensors are only read.
+  check(ncclReduce(t.data_ptr(), t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), rank_),
+                   op_of(t.scalar_type(), op, rank_), root, comm_, stream_),
+        "reduce", rank_);
+  return enqueued("reduce", {t});
+}
+
+WorkPtr NcclBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
+  check_cuda(input);
+  const auto type = datatype_of(input.scalar_type(), rank_);
+  check(ncclGroupStart(), "group", rank_);
+  for (int r = 0; r < size_; ++r) {
+    check(ncclSend(input.data_ptr(), count_of(input), type, r, comm_, stream_), "all_gather",
+          rank_);
+    check(ncclRecv(outputs[r].data_ptr(), count_of(input), type, r, comm_, stream_), "all_gather",
+          rank_);
+  }
+  check(ncclGroupEnd(), "all_gather", rank_);
+  std::vector<at::Tensor> keep = outputs;
+  keep.push_back(input);
+  return enqueued("all_gather", keep);
+}
+
+WorkPtr NcclBackend::gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
+  check_cuda(input);
+  const auto type = datatype_of(input.scalar_type(), rank_);
+  check(ncclGroupStart(), "group", rank_);
+  check(ncclSend(input.data_ptr(), count_of(input), type, root, comm_, stream_), "gather", rank_);
+  for (int r = 0; rank_ == root && r < size_; ++r) {
+    check(ncclRecv(outputs[r].data_ptr(), count_of(input), type, r, comm_, stream_), "gather",
+          rank_);
+  }
+  check(ncclGroupEnd(), "gather", rank_);
+  std::vector<at::Tensor> keep = outputs;
+  keep.push_back(input);
+  return enqueued("gather", keep);
+}
+
+WorkPtr NcclBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) {
+  check_cuda(output);
+  const auto type = datatype_of(output.scalar_type(), rank_);
+  check(ncclGroupStart(), "group", rank_);
+  for (int r = 0; rank_ == root && r < size_; ++r) {
+    check(ncclSend(inputs[r].data_ptr(), count_of(output), type, r, comm_, stream_), "scatter",
+          rank_);
+  }
+  check(ncclRecv(output.data_ptr(), count_of(output), type, root, comm_, stream_), "scatter",
+        rank_);
+  check(ncclGroupEnd(), "scatter", rank_);
+  std::vector<at::Tensor> keep = inputs;
+  keep.push_back(output);
+  return enqueued("scatter", keep);
+}
+
+WorkPtr NcclBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                                    ReduceOp op) {
+  check_cuda(output);
+  std::vector<at::Tensor> flat;
+  for (const auto& t : inputs) flat.push_back(t.reshape({-1}));
+  const at::Tensor packed = at::cat(flat);
+  check(ncclReduceScatter(packed.data_ptr(), output.data_ptr(), count_of(output),
+                          datatype_of(output.scalar_type(), rank_),
+                          op_of(output.scalar_type(), op, rank_), comm_, stream_),
+        "reduce_scatter", rank_);
+  return enqueued("reduce_scatter", {packed, output});
+}
+
+WorkPtr NcclBackend::all_to_all(std::vector<at::Tensor>& outputs,
+                                const std::vector<at::Tensor>& inputs) {
+  check_cuda(inputs.at(0));
+  const auto type = datatype_of(inputs[0].scalar_type(), rank_);
+  check(ncclGroupStart(), "group", rank_);
+  for (int r = 0; r < size_; ++r) {
+    check(ncclSend(inputs[r].data_ptr(), count_of(inputs[r]), type, r, comm_, stream_),
+          "all_to_all", rank_);
+    check(ncclRecv(outputs[r].data_ptr(), count_of(outputs[r]), type, r, comm_, stream_),
+          "all_to_all", rank_);
+  }
+  check(ncclGroupEnd(), "all_to_all", rank_);
+  std::vector<at::Tensor> keep = inputs;
+  keep.insert(keep.end(), outputs.begin(), outputs.end());
+  return enqueued("all_to_all", keep);
+}
+
+WorkPtr NcclBackend::barrier() {
+  // One float through all_reduce on this device: NCCL has no barrier.
+  at::Tensor token = at::zeros({1}, at::TensorOptions().device(at::kCUDA, device_));
+  return all_reduce(token, ReduceOp::kSum);
+}
+
+WorkPtr NcclBackend::send(const at::Tensor& t, int dst, int) {
+  check_cuda(t);
+  check(
+      ncclSend(t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), rank_), dst, comm_, stream_),
+      "send", rank_);
+  return enqueued("send", {t});
+}
+
+WorkPtr NcclBackend::recv(at::Tensor& t, int src, int) {
+  check_cuda(t);
+  check(
+      ncclRecv(t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), rank_), src, comm_, stream_),
+      "recv", rank_);
+  return enqueued("recv", {t});
+}
+
+std::shared_ptr<Backend> NcclBackend::split(const std::vector<int>& ranks) {
+  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  const bool member = me != ranks.end();
+  ncclComm_t comm = nullptr;
+  check(ncclCommSplit(comm_, member ? 0 : NCCL_SPLIT_NOCOLOR,
+                      member ? static_cast<int>(me - ranks.begin()) : 0, &comm, nullptr),
+        "new_group (ncclCommSplit)", rank_);
+  if (!member) return nullptr;
+  return std::make_shared<NcclBackend>(comm, device_, timeout_);
+}
+
+}  // namespace engine::dist::nccl
