@@ -18,6 +18,6 @@ bazel test --config=tsan -- //sim/... //testing/... -//testing/process/... 2>&1 
 # GPU its test checks that creating it fails with a clear error.
 bazel test --config=cuda //engine/dist/backends/nccl/... 2>&1 | tee -a "$log"
 
-# One closing line for readers of the log: test targets passed over both runs.
+# One closing line for readers of the log: test targets passed over all runs.
 passed=$(grep -oE '[0-9]+ tests? pass' "$log" | awk '{sum += $1} END {print sum + 0}')
 echo "bazel: ${passed} passed, 0 failed"
