@@ -9,6 +9,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <random>
+#include <thread>
 
 #include "engine/dist/dist.h"
 #include "testing/cases.h"
@@ -161,6 +164,36 @@ TEST(Process, DataMovementDeliversExactBytes) {
           << "all_to_all " << name_of(c);
     }
   }
+}
+
+// Ranks that are late past the timeout: rank 0 gets a Timeout from
+// Work::wait, not a hang. The others come only after rank 0 timed out (a
+// marker file says so), so nothing here depends on timing; then the pending
+// collective completes and the ranks go on in step.
+TEST(Process, LateRanksGiveATimeoutNotAHang) {
+  if (debug_mode)
+    GTEST_SKIP() << "debug mode checks at the call: a late rank blocks the call, not the wait";
+  const int me = dist::get_rank();
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::vector<c10::IValue> name = {c10::IValue(std::string(tmp ? tmp : "/tmp") + "/timed_out_" +
+                                               std::to_string(std::random_device{}()))};
+  dist::broadcast_object_list(name, 0);
+  const std::string marker = name[0].toStringRef();
+  at::Tensor t = at::ones({3});
+  if (me == 0) {
+    dist::WorkPtr work = dist::all_reduce_async(t);
+    EXPECT_THROW(work->wait(std::chrono::milliseconds(300)), dist::Timeout);
+    std::ofstream(marker) << "timed out\n";
+    work->wait();  // the others arrive now
+  } else {
+    for (int i = 0; i < 6000 && !std::ifstream(marker).good(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    dist::all_reduce(t);
+  }
+  EXPECT_EQ(t[0].item<float>(), static_cast<float>(dist::get_world_size()));
+  dist::barrier();
+  if (me == 0) std::remove(marker.c_str());
 }
 
 TEST(Process, SendRecvRing) {

@@ -61,24 +61,22 @@ class GlooWork : public Work {
 
   bool is_completed() override { return work_->isCompleted(); }
 
+  // A wait that runs out of time throws Timeout but leaves the work pending
+  // (a late rank may still come); only a finished work's error is final.
   void wait(std::chrono::milliseconds timeout) override {
     if (timeout == kNoTimeout) timeout = timeout_;
-    std::call_once(finished_, [&] {
+    if (!finished_) {
+      bool done = false;
       try {
-        if (!work_->wait(timeout)) throw Timeout(message(timeout));
-        if (on_success_) on_success_();
-      } catch (const DistError&) {
-        error_ = std::current_exception();
+        done = work_->wait(timeout);
       } catch (const std::exception& e) {
-        // Gloo reports a missing peer as an exception mentioning a timeout.
-        const std::string text = e.what();
-        error_ =
-            text.find("imed out") != std::string::npos || text.find("imeout") != std::string::npos
-                ? std::make_exception_ptr(Timeout(message(timeout) + ": " + text))
-                : std::make_exception_ptr(PeerFailure(
-                      on_rank(rank_, std::string("gloo ") + what_ + " failed: " + text)));
+        if (!work_->isCompleted()) throw Timeout(message(timeout) + ": " + e.what());
+        finish(std::make_exception_ptr(
+            PeerFailure(on_rank(rank_, std::string("gloo ") + what_ + " failed: " + e.what()))));
       }
-    });
+      if (!done && !finished_) throw Timeout(message(timeout));
+      if (!finished_) finish(nullptr);
+    }
     if (error_) std::rethrow_exception(error_);
   }
 
@@ -97,8 +95,20 @@ class GlooWork : public Work {
   const char* what_;
   int rank_;
   std::chrono::milliseconds timeout_;
-  std::once_flag finished_;
+  bool finished_ = false;
   std::exception_ptr error_;
+
+  // Records the outcome once: the work's error, or what on_success_ threw.
+  void finish(std::exception_ptr error) {
+    finished_ = true;
+    error_ = error;
+    if (error_ || !on_success_) return;
+    try {
+      on_success_();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
 };
 
 // Gloo divides by the element count in some algorithms (allgather): a call
