@@ -76,6 +76,35 @@ std::function<std::string(const Calls&)> reducible(ReduceOp op) {
 
 std::string no_check(const Calls&) { return ""; }
 
+// The Work of a posted send: completes once the receiver copied the data.
+class SendWork : public engine::dist::Work {
+ public:
+  SendWork(std::shared_ptr<GroupState> group, std::shared_ptr<GroupState::PendingSend> pending)
+      : group_(std::move(group)), pending_(std::move(pending)) {}
+
+  bool is_completed() override { return group_->send_done(*pending_); }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    if (!error_ && !waited_) {
+      try {
+        group_->wait_send(pending_, timeout);
+      } catch (const engine::dist::DistError&) {
+        error_ = std::current_exception();
+      }
+      waited_ = true;
+    }
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  std::exception_ptr exception() override { return error_; }
+
+ private:
+  std::shared_ptr<GroupState> group_;
+  std::shared_ptr<GroupState::PendingSend> pending_;
+  bool waited_ = false;
+  std::exception_ptr error_;
+};
+
 }  // namespace
 
 SimBackend::SimBackend(std::shared_ptr<WorldState> world, std::shared_ptr<GroupState> group,
@@ -227,35 +256,6 @@ WorkPtr SimBackend::barrier() {
   CallRecord call = record("barrier", at::Tensor());
   return run([&] { group_->collective(rank_, call, no_check, [](int, const Calls&) {}); });
 }
-
-// The Work of a posted send: completes once the receiver copied the data.
-class SendWork : public engine::dist::Work {
- public:
-  SendWork(std::shared_ptr<GroupState> group, std::shared_ptr<GroupState::PendingSend> pending)
-      : group_(std::move(group)), pending_(std::move(pending)) {}
-
-  bool is_completed() override { return group_->send_done(*pending_); }
-
-  void wait(std::chrono::milliseconds timeout) override {
-    if (!error_ && !waited_) {
-      try {
-        group_->wait_send(pending_, timeout);
-      } catch (const engine::dist::DistError&) {
-        error_ = std::current_exception();
-      }
-      waited_ = true;
-    }
-    if (error_) std::rethrow_exception(error_);
-  }
-
-  std::exception_ptr exception() override { return error_; }
-
- private:
-  std::shared_ptr<GroupState> group_;
-  std::shared_ptr<GroupState::PendingSend> pending_;
-  bool waited_ = false;
-  std::exception_ptr error_;
-};
 
 WorkPtr SimBackend::send(const at::Tensor& tensor, int dst, int tag) {
   check_root(dst);

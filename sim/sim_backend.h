@@ -49,7 +49,6 @@ class SimBackend : public engine::dist::Backend {
   std::shared_ptr<GroupState> group_;
   int rank_;
   uint64_t seq_ = 0;
-  uint64_t splits_ = 0;
   std::shared_ptr<std::mt19937_64> jitter_rng_;
 };
 

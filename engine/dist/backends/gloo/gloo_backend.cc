@@ -1,6 +1,7 @@
 #include "engine/dist/backends/gloo/gloo_backend.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/utils/tensor_flatten.h>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -126,12 +127,6 @@ std::vector<at::Tensor> as_bytes(const std::vector<at::Tensor>& list) {
   return out;
 }
 
-at::Tensor packed(const std::vector<at::Tensor>& list) {
-  std::vector<at::Tensor> flat;
-  for (const auto& t : list) flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
-}
-
 bool is_loopback(const std::string& host) {
   return host.empty() || host == "localhost" || host.rfind("127.", 0) == 0;
 }
@@ -248,7 +243,7 @@ WorkPtr GlooBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Te
                                     ReduceOp op) {
   if (output.numel() == 0) return nothing_to_move();
   // Gloo has no reduce_scatter: all-reduce everything, keep this rank's chunk.
-  at::Tensor all = packed(inputs);
+  at::Tensor all = torch::utils::flatten_dense_tensors(inputs);
   WorkPtr reduced = all_reduce(all, op);
   const int64_t count = output.numel();
   const int64_t offset = rank_ * count;
@@ -260,16 +255,14 @@ WorkPtr GlooBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Te
 WorkPtr GlooBackend::all_to_all(std::vector<at::Tensor>& outputs,
                                 const std::vector<at::Tensor>& inputs) {
   if (inputs.at(0).numel() == 0) return nothing_to_move();
-  at::Tensor sent = packed(as_bytes(inputs));
+  at::Tensor sent = torch::utils::flatten_dense_tensors(as_bytes(inputs));
   at::Tensor received = at::empty_like(sent);
   std::vector<int64_t> equal_split;
   return wrap(group_->alltoall_base(received, sent, equal_split, equal_split), "all_to_all",
-              [received, sent, outputs]() mutable {
-                int64_t offset = 0;
-                for (const auto& out : as_bytes(outputs)) {
-                  out.copy_(received.narrow(0, offset, out.numel()));
-                  offset += out.numel();
-                }
+              [received, sent, outputs] {
+                const auto targets = as_bytes(outputs);
+                const auto parts = torch::utils::unflatten_dense_tensors(received, targets);
+                for (size_t i = 0; i < targets.size(); ++i) targets[i].copy_(parts[i]);
               });
 }
 

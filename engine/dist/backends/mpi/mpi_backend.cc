@@ -1,6 +1,7 @@
 #include "engine/dist/backends/mpi/mpi_backend.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/utils/tensor_flatten.h>
 
 #include <cstdlib>
 #include <limits>
@@ -15,20 +16,14 @@ namespace {
 
 void* data(const at::Tensor& t) { return t.numel() ? t.data_ptr() : nullptr; }
 
-// The tensors of a list packed end to end (MPI moves one buffer).
+// MPI moves one buffer: lists travel packed end to end.
 at::Tensor packed(const std::vector<at::Tensor>& list) {
-  std::vector<at::Tensor> flat;
-  for (const auto& t : list) flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
+  return torch::utils::flatten_dense_tensors(list);
 }
 
-// Copies chunk i of `buffer` into outputs[i].
 void unpack(const at::Tensor& buffer, std::vector<at::Tensor>& outputs) {
-  int64_t offset = 0;
-  for (auto& out : outputs) {
-    out.view({-1}).copy_(buffer.narrow(0, offset, out.numel()));
-    offset += out.numel();
-  }
+  const auto parts = torch::utils::unflatten_dense_tensors(buffer, outputs);
+  for (size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_(parts[i]);
 }
 
 void initialize_mpi() {

@@ -1,6 +1,7 @@
 #include "engine/dist/backends/nccl/nccl_backend.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/utils/tensor_flatten.h>
 
 #include <cstring>
 #include <thread>
@@ -250,9 +251,7 @@ WorkPtr NcclBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& 
 WorkPtr NcclBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                     ReduceOp op) {
   check_cuda(output);
-  std::vector<at::Tensor> flat;
-  for (const auto& t : inputs) flat.push_back(t.reshape({-1}));
-  const at::Tensor packed = at::cat(flat);
+  const at::Tensor packed = torch::utils::flatten_dense_tensors(inputs);
   check(ncclReduceScatter(packed.data_ptr(), output.data_ptr(), count_of(output),
                           datatype_of(output.scalar_type(), rank_),
                           op_of(output.scalar_type(), op, rank_), comm_, stream_),
