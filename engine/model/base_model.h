@@ -1,0 +1,54 @@
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <string>
+#include <utility>
+
+#include "engine/model/tensor_dict.h"
+
+namespace engine::optim {
+class OptimWrapper;
+}
+
+namespace engine::model {
+
+// mmengine's three forward modes: "loss" returns named losses, "predict"
+// returns predictions, "tensor" returns the raw network output.
+enum class ForwardMode { kLoss, kPredict, kTensor };
+
+// "loss" | "predict" | "tensor"; anything else is InvalidArgument naming the
+// accepted modes.
+ForwardMode parse_forward_mode(const std::string& mode);
+
+// The loss to back-propagate and the values to log, by mmengine's rule.
+struct ParsedLosses {
+  at::Tensor loss;   // sum of the entries whose name contains "loss"
+  TensorDict log_vars;  // every entry's mean (detached), plus "loss"
+};
+
+// Each entry reduced to its mean; `loss` = sum of those whose name contains
+// "loss". The log values are averaged across the ranks of the default group
+// when distributed (the loss itself is not: its gradient stays local).
+ParsedLosses parse_losses(const TensorDict& losses);
+
+// mmengine's BaseModel: a module with a data preprocessor and one forward
+// that answers in three modes, plus the step functions that runners call.
+class BaseModel : public torch::nn::Module {
+ public:
+  // The data preprocessor: by default every tensor is moved to the device of
+  // the model's first parameter (mmengine's BaseDataPreprocessor); override
+  // to normalise, cast or augment. `training` is true in train_step.
+  virtual TensorDict preprocess(const TensorDict& data, bool training);
+
+  virtual TensorDict forward(const TensorDict& data, ForwardMode mode) = 0;
+
+  // preprocess -> forward("loss") -> parse_losses -> update_params; returns
+  // the log values.
+  virtual TensorDict train_step(const TensorDict& data, optim::OptimWrapper& optim_wrapper);
+  // preprocess -> forward("predict"), without gradients.
+  virtual TensorDict val_step(const TensorDict& data);
+  virtual TensorDict test_step(const TensorDict& data);
+};
+
+}  // namespace engine::model

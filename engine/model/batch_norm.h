@@ -1,0 +1,70 @@
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+
+#include "engine/dist/group.h"
+
+namespace engine::model {
+
+struct BatchNormOptions {
+  explicit BatchNormOptions(int64_t num_features) : num_features(num_features) {}
+  int64_t num_features;
+  double eps = 1e-5;
+  double momentum = 0.1;
+  bool affine = true;
+  bool track_running_stats = true;
+};
+
+// Batch normalisation over dimension 1 of inputs of any rank (BatchNorm1d,
+// 2d and 3d in one module), the same parameters and buffers as
+// torch::nn::BatchNorm*d, that can be switched to synchronised mode.
+//
+// Synchronised (PyTorch's SyncBatchNorm), a training forward normalises with
+// the statistics of the whole group's batch: sums and counts all-reduced,
+// then the centred squares (two small all_reduces, exact with unequal batch
+// sizes and ranks without samples); backward all-reduces the two sums the
+// input gradient needs; weight and bias gradients stay local (DDP averages
+// them). Every rank of the group must run the same forwards and backwards.
+//
+// Why a switch and not PyTorch's module swap: a C++ module calls its children
+// through typed members, so a converter cannot replace them from outside.
+// convert_sync_batchnorm flips the switch, which trivially keeps parameters,
+// buffers and the train/eval flag.
+class BatchNormImpl : public torch::nn::Module {
+ public:
+  explicit BatchNormImpl(BatchNormOptions options);
+
+  at::Tensor forward(const at::Tensor& input);
+
+  // nullptr: local statistics. Otherwise the group to synchronise over (the
+  // default group: dist::get_default_group()).
+  void set_sync_group(dist::GroupPtr group) { sync_group_ = std::move(group); }
+  bool is_sync() const { return sync_group_ != nullptr; }
+
+  const BatchNormOptions& options() const { return options_; }
+
+  at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  at::Tensor forward_synchronised(const at::Tensor& input);
+
+  BatchNormOptions options_;
+  dist::GroupPtr sync_group_;
+};
+TORCH_MODULE(BatchNorm);
+
+// A BatchNorm that starts synchronised over `group` (nullptr: default group).
+BatchNorm SyncBatchNorm(BatchNormOptions options, dist::GroupPtr group = nullptr);
+
+// Switches every BatchNorm in `module`'s tree to synchronised mode over
+// `group` (nullptr: the default group); returns how many. Stock
+// torch::nn::BatchNorm*d layers cannot be switched: InvalidArgument naming
+// them and saying to build with engine::model::BatchNorm instead.
+int convert_sync_batchnorm(torch::nn::Module& module, dist::GroupPtr group = nullptr);
+// Switches every BatchNorm back to local statistics; returns how many.
+int revert_sync_batchnorm(torch::nn::Module& module);
+
+}  // namespace engine::model

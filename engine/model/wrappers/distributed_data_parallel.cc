@@ -1,0 +1,117 @@
+#include "engine/model/wrappers/distributed_data_parallel.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <iostream>
+
+#include "engine/dist/errors.h"
+#include "engine/dist/info.h"
+#include "engine/model/wrappers/parameter_sync.h"
+#include "engine/optim/optim_wrapper.h"
+
+namespace engine::model {
+
+ReducerOptions reducer_options(const DDPOptions& options) {
+  ReducerOptions reducer;
+  reducer.bucket_cap_bytes = static_cast<int64_t>(options.bucket_cap_mb * 1024 * 1024);
+  reducer.find_unused_parameters = options.find_unused_parameters;
+  reducer.gradient_as_bucket_view = options.gradient_as_bucket_view;
+  reducer.on_bucket_launch = options.on_bucket_launch;
+  return reducer;
+}
+
+dist::GroupPtr wrapper_group(const DDPOptions& options, const std::string& wrapper) {
+  dist::GroupPtr group = options.process_group ? options.process_group : dist::get_default_group();
+  if (!group) {
+    throw dist::InvalidArgument(wrapper + " needs an initialised process group: call "
+                                          "engine::dist::init_dist (or use a single-device "
+                                          "strategy) first");
+  }
+  if (!group->is_member()) {
+    throw dist::InvalidArgument(
+        dist::on_rank(group->my_global_rank(), wrapper + " on a group this rank is not in (" +
+                                                   group->describe() + ")"));
+  }
+  return group;
+}
+
+std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module) {
+  std::vector<NamedParameter> params;
+  for (const auto& item : module.named_parameters()) {
+    if (item.value().requires_grad()) params.push_back({item.key(), item.value()});
+  }
+  return params;
+}
+
+std::vector<NamedParameter> synchronised_parameters(torch::nn::Module& module,
+                                                   const dist::GroupPtr& group) {
+  std::vector<NamedParameter> params = trainable_parameters(module);
+  verify_same_parameters(params, group);
+  std::vector<at::Tensor> tensors;
+  for (const auto& param : module.parameters()) tensors.push_back(param);
+  for (const auto& buffer : module.buffers()) tensors.push_back(buffer);
+  broadcast_from_first_rank(tensors, group);
+  return params;
+}
+
+void broadcast_buffers(torch::nn::Module& module, const dist::GroupPtr& group) {
+  std::vector<at::Tensor> buffers;
+  for (const auto& buffer : module.buffers()) buffers.push_back(buffer);
+  if (!buffers.empty()) broadcast_from_first_rank(buffers, group);
+}
+
+MMDistributedDataParallel::MMDistributedDataParallel(std::shared_ptr<BaseModel> module,
+                                                     DDPOptions options)
+    : ModelWrapper(std::move(module)),
+      options_(std::move(options)),
+      group_(wrapper_group(options_, "MMDistributedDataParallel")) {
+  reducer_ = std::make_unique<Reducer>(synchronised_parameters(this->module(), group_), group_,
+                                       reducer_options(options_));
+  optim::attach_grad_sync(this, this);
+  optim::attach_grad_sync(&this->module(), this);
+}
+
+MMDistributedDataParallel::~MMDistributedDataParallel() {
+  optim::detach_grad_sync(this);
+  optim::detach_grad_sync(&module());
+}
+
+TensorDict MMDistributedDataParallel::forward(const TensorDict& data, ForwardMode mode) {
+  const bool training = module().is_training();
+  if (training && options_.broadcast_buffers) broadcast_buffers(module(), group_);
+  TensorDict outputs = module().forward(data, mode);
+  if (training && at::GradMode::is_enabled() && reducer_->grad_sync_enabled()) {
+    std::vector<at::Tensor> tensors;
+    for (const auto& [name, tensor] : outputs) tensors.push_back(tensor);
+    reducer_->prepare_for_backward(tensors);
+  }
+  return outputs;
+}
+
+TensorDict MMDistributedDataParallel::train_step(const TensorDict& data,
+                                                 optim::OptimWrapper& optim_wrapper) {
+  auto scope = optim_wrapper.optim_context(this);
+  ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss));
+  if (options_.detect_anomalous_params) detect_anomalous_params(parsed.loss);
+  optim_wrapper.update_params(parsed.loss);
+  return parsed.log_vars;
+}
+
+void MMDistributedDataParallel::detect_anomalous_params(const at::Tensor& loss) {
+  std::vector<at::Tensor> tensors;
+  for (const auto& param : reducer_->parameters()) tensors.push_back(param.tensor);
+  std::vector<bool> reached = reached_parameters({loss}, tensors);
+  anomalous_params_.clear();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (reached[i]) continue;
+    const NamedParameter& param = reducer_->parameters()[i];
+    anomalous_params_.push_back(param.name);
+    std::ostringstream shape;
+    shape << param.tensor.sizes();
+    std::cerr << dist::on_rank(group_->my_global_rank(),
+                               "parameter \"" + param.name + "\" with shape " + shape.str() +
+                                   " is not in the computational graph of the loss\n");
+  }
+}
+
+}  // namespace engine::model

@@ -1,0 +1,81 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/dist/group.h"
+#include "engine/model/wrappers/model_wrapper.h"
+#include "engine/model/wrappers/reducer.h"
+#include "engine/optim/grad_sync.h"
+
+namespace engine::model {
+
+struct DDPOptions {
+  // After each loss, report every trainable parameter the loss does not reach.
+  bool detect_anomalous_params = false;
+  // Broadcast buffers from the group's first rank before each training forward.
+  bool broadcast_buffers = true;
+  bool find_unused_parameters = false;
+  double bucket_cap_mb = 25;  // the first bucket is always 1 MiB, as PyTorch's
+  bool gradient_as_bucket_view = false;
+  dist::GroupPtr process_group;  // nullptr: the default group
+  // Sees each bucket's all_reduce launch (see ReducerOptions).
+  std::function<void(size_t bucket, const std::vector<size_t>& params)> on_bucket_launch;
+};
+
+// The reducer options that `options` describes.
+ReducerOptions reducer_options(const DDPOptions& options);
+// The process group `options` names, or the default one; InvalidArgument if
+// the process is not distributed.
+dist::GroupPtr wrapper_group(const DDPOptions& options, const std::string& wrapper);
+
+// mmengine's MMDistributedDataParallel on the engine's reducer. Construction
+// is collective: the parameters are checked to be the same on every rank,
+// then parameters and buffers are broadcast from the group's first rank.
+class MMDistributedDataParallel : public ModelWrapper, public optim::GradSyncSwitch {
+ public:
+  MMDistributedDataParallel(std::shared_ptr<BaseModel> module, DDPOptions options = {});
+  ~MMDistributedDataParallel() override;
+
+  // The module's forward; a training forward with gradients enabled and sync
+  // on prepares the reducer for the backward that follows.
+  TensorDict forward(const TensorDict& data, ForwardMode mode) override;
+
+  // preprocess -> forward("loss") -> parse_losses -> update_params, inside
+  // the optim wrapper's context (no sync on intermediate accumulation steps).
+  TensorDict train_step(const TensorDict& data, optim::OptimWrapper& optim_wrapper) override;
+
+  // Gradients accumulate locally for as long as the scope lives.
+  optim::NoSyncScope no_sync() { return optim::NoSyncScope(this); }
+  bool grad_sync_enabled() const override { return reducer_->grad_sync_enabled(); }
+  void set_grad_sync_enabled(bool enabled) override { reducer_->set_grad_sync_enabled(enabled); }
+
+  const Reducer& reducer() const { return *reducer_; }
+  // The parameters the last loss did not reach (detect_anomalous_params).
+  const std::vector<std::string>& anomalous_params() const { return anomalous_params_; }
+
+ private:
+  void detect_anomalous_params(const at::Tensor& loss);
+
+  DDPOptions options_;
+  dist::GroupPtr group_;
+  std::unique_ptr<Reducer> reducer_;
+  std::vector<std::string> anomalous_params_;
+};
+
+// The parameters of `module` that require grad, with their names.
+std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module);
+
+// trainable_parameters(module), and the
+// collective setup every DDP does: check them across ranks and broadcast
+// them and the buffers from the group's first rank.
+std::vector<NamedParameter> synchronised_parameters(torch::nn::Module& module,
+                                                   const dist::GroupPtr& group);
+
+// Broadcasts `module`'s current buffers (looked up afresh: a buffer that was
+// reassigned is the new tensor) from the group's first rank.
+void broadcast_buffers(torch::nn::Module& module, const dist::GroupPtr& group);
+
+}  // namespace engine::model

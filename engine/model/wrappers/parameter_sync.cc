@@ -1,0 +1,82 @@
+#include "engine/model/wrappers/parameter_sync.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/tensor_flatten.h>
+
+#include <map>
+#include <sstream>
+
+#include "engine/dist/collectives.h"
+#include "engine/dist/errors.h"
+#include "engine/dist/objects.h"
+
+namespace engine::model {
+namespace {
+
+std::vector<std::string> describe(const std::vector<NamedParameter>& params) {
+  std::vector<std::string> lines;
+  for (const auto& param : params) {
+    std::ostringstream line;
+    line << "\"" << param.name << "\" " << param.tensor.sizes() << " "
+         << c10::toString(param.tensor.scalar_type());
+    lines.push_back(line.str());
+  }
+  return lines;
+}
+
+// "" when equal, else where `mine` first differs from `reference`.
+std::string first_difference(const std::vector<std::string>& mine,
+                             const std::vector<std::string>& reference, int rank) {
+  for (size_t i = 0; i < std::min(mine.size(), reference.size()); ++i) {
+    if (mine[i] != reference[i]) {
+      return "parameter " + std::to_string(i) + " is " + mine[i] + " on rank " +
+             std::to_string(rank) + " but " + reference[i] + " on rank 0";
+    }
+  }
+  if (mine.size() == reference.size()) return "";
+  return "rank " + std::to_string(rank) + " has " + std::to_string(mine.size()) +
+         " parameters, rank 0 has " + std::to_string(reference.size());
+}
+
+std::vector<std::string> to_strings(const c10::IValue& value) {
+  std::vector<std::string> lines;
+  for (const auto& line : value.toListRef()) lines.push_back(line.toStringRef());
+  return lines;
+}
+
+}  // namespace
+
+void verify_same_parameters(const std::vector<NamedParameter>& params, const dist::GroupPtr& group) {
+  c10::List<std::string> mine;
+  for (const auto& line : describe(params)) mine.push_back(line);
+  std::vector<c10::IValue> all = dist::all_gather_object(mine, group);
+  const std::vector<std::string> reference = to_strings(all.front());
+  std::string differences;
+  for (size_t rank = 1; rank < all.size(); ++rank) {
+    std::string difference = first_difference(to_strings(all[rank]), reference, rank);
+    if (!difference.empty()) differences += "\n  " + difference;
+  }
+  if (differences.empty()) return;
+  throw dist::InvalidArgument(dist::on_rank(
+      group->my_global_rank(),
+      "the model's parameters differ across ranks:" + differences +
+          "\nBuild the same model (same layers, shapes and dtypes, registered in the same order) "
+          "on every rank before wrapping it"));
+}
+
+void broadcast_from_first_rank(const std::vector<at::Tensor>& tensors, const dist::GroupPtr& group) {
+  std::map<std::string, std::vector<at::Tensor>> by_kind;
+  for (const auto& tensor : tensors) {
+    by_kind[std::string(c10::toString(tensor.scalar_type())) + tensor.device().str()].push_back(
+        tensor.detach());
+  }
+  at::NoGradGuard no_grad;
+  for (auto& [kind, members] : by_kind) {
+    at::Tensor flat = torch::utils::flatten_dense_tensors(members);
+    dist::broadcast(flat, group->global_rank_of(0), group);
+    auto values = torch::utils::unflatten_dense_tensors(flat, members);
+    for (size_t i = 0; i < members.size(); ++i) members[i].copy_(values[i]);
+  }
+}
+
+}  // namespace engine::model

@@ -1,0 +1,21 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "engine/dist/group.h"
+#include "engine/model/wrappers/reducer.h"
+
+namespace engine::model {
+
+// Collective: every rank passes its parameters. Throws InvalidArgument on
+// every rank, naming the first difference of each rank from rank 0 (name,
+// shape or dtype, or a different count), when they are not the same.
+void verify_same_parameters(const std::vector<NamedParameter>& params, const dist::GroupPtr& group);
+
+// Collective: overwrites `tensors` on every rank with the group's first
+// rank's values, in one broadcast per dtype and device.
+void broadcast_from_first_rank(const std::vector<at::Tensor>& tensors, const dist::GroupPtr& group);
+
+}  // namespace engine::model

@@ -1,0 +1,302 @@
+#include "engine/model/wrappers/reducer.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <sstream>
+#include <unordered_set>
+
+#include "engine/dist/collectives.h"
+#include "engine/dist/errors.h"
+#include "engine/model/wrappers/bucket_plan.h"
+
+namespace engine::model {
+namespace {
+
+using torch::autograd::Node;
+using torch::autograd::variable_list;
+
+// Whether `grad` already is the gradient's slot in its bucket.
+bool aliases(const at::Tensor& grad, const at::Tensor& slot) {
+  return grad.defined() && grad.data_ptr() == slot.data_ptr() && grad.sizes() == slot.sizes();
+}
+
+std::string bucket_key(const at::Tensor& t) {
+  return std::string(c10::toString(t.scalar_type())) + "@" + t.device().str();
+}
+
+void check_parameters(const std::vector<NamedParameter>& params, int rank) {
+  for (const auto& param : params) {
+    if (!param.tensor.requires_grad() || param.tensor.is_sparse()) {
+      throw dist::InvalidArgument(dist::on_rank(
+          rank, "parameter \"" + param.name +
+                    "\" cannot be reduced: the reducer takes dense parameters that require grad"));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<bool> reached_parameters(const std::vector<at::Tensor>& outputs,
+                                     const std::vector<at::Tensor>& params) {
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  auto visit = [&](Node* node) {
+    if (node != nullptr && seen.insert(node).second) stack.push_back(node);
+  };
+  for (const auto& output : outputs) {
+    if (!output.defined() || !output.requires_grad()) continue;
+    visit(output.grad_fn() ? output.grad_fn().get()
+                           : torch::autograd::impl::try_get_grad_accumulator(output).get());
+  }
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const auto& edge : node->next_edges()) visit(edge.function.get());
+  }
+  std::vector<bool> reached(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto accumulator = torch::autograd::impl::try_get_grad_accumulator(params[i]);
+    reached[i] = accumulator && seen.count(accumulator.get()) > 0;
+  }
+  return reached;
+}
+
+Reducer::Reducer(std::vector<NamedParameter> params, dist::GroupPtr group, ReducerOptions options)
+    : params_(std::move(params)),
+      group_(std::move(group)),
+      options_(std::move(options)),
+      awaiting_first_rebuild_(!options_.find_unused_parameters),
+      ready_(params_.size()),
+      locally_used_(params_.size()) {
+  check_parameters(params_, group_->my_global_rank());
+  build_buckets(reverse_order(params_.size()));
+  register_hooks();
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+}
+
+void Reducer::build_buckets(const std::vector<size_t>& order) {
+  std::vector<BucketInput> inputs;
+  for (const auto& param : params_) {
+    inputs.push_back({static_cast<int64_t>(param.tensor.numel() * param.tensor.element_size()),
+                      bucket_key(param.tensor)});
+  }
+  std::vector<Bucket> buckets;
+  location_.assign(params_.size(), {0, 0});
+  for (auto& members : plan_buckets(inputs, order, options_.first_bucket_cap_bytes,
+                                    options_.bucket_cap_bytes)) {
+    Bucket bucket;
+    int64_t numel = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      location_[members[i]] = {buckets.size(), i};
+      bucket.offsets.push_back(numel);
+      numel += params_[members[i]].tensor.numel();
+    }
+    bucket.flat = at::zeros({numel}, params_[members.front()].tensor.options().requires_grad(false));
+    bucket.params = std::move(members);
+    buckets.push_back(std::move(bucket));
+  }
+  // Gradients that already alias the old buckets move into the new ones.
+  std::vector<at::Tensor> grads;
+  for (const auto& param : params_) grads.push_back(param.tensor.grad());
+  buckets_ = std::move(buckets);
+  if (!options_.gradient_as_bucket_view) return;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (grads[i].defined()) {
+      slot(i).copy_(grads[i]);
+      point_grad_at_slot(i);
+    }
+  }
+}
+
+void Reducer::register_hooks() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i].tensor);
+    hook_keys_.push_back(
+        accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [this, i](const variable_list& outputs, const variable_list&) {
+              on_grad_ready(i);
+              return outputs;
+            })));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+at::Tensor Reducer::slot(size_t param) const {
+  const auto [bucket, index] = location_[param];
+  const at::Tensor& tensor = params_[param].tensor;
+  return buckets_[bucket].flat.narrow(0, buckets_[bucket].offsets[index], tensor.numel())
+      .view(tensor.sizes());
+}
+
+void Reducer::point_grad_at_slot(size_t param) {
+  params_[param].tensor.mutable_grad() = slot(param);
+}
+
+void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!options_.find_unused_parameters) return;
+  std::vector<at::Tensor> tensors;
+  for (const auto& param : params_) tensors.push_back(param.tensor);
+  std::vector<bool> reached = reached_parameters(outputs, tensors);
+  unreached_.assign(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i) unreached_[i] = !reached[i];
+}
+
+bool Reducer::grad_sync_enabled() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sync_enabled_;
+}
+
+void Reducer::set_grad_sync_enabled(bool enabled) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sync_enabled_ = enabled;
+}
+
+std::vector<std::vector<size_t>> Reducer::buckets() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::vector<size_t>> result;
+  for (const auto& bucket : buckets_) result.push_back(bucket.params);
+  return result;
+}
+
+void Reducer::on_grad_ready(size_t param) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  locally_used_[param] = true;
+  if (!sync_enabled_) return;
+  if (!in_backward_) begin_backward();
+  mark_ready(param);
+  launch_complete_buckets();
+}
+
+void Reducer::begin_backward() {
+  in_backward_ = true;
+  ready_.assign(params_.size(), false);
+  arrival_order_.clear();
+  works_.clear();
+  next_bucket_ = 0;
+  for (auto& bucket : buckets_) bucket.pending = bucket.params.size();
+  torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize_backward(); });
+  std::vector<bool> unreached = std::move(unreached_);
+  unreached_.clear();
+  for (size_t i = 0; i < unreached.size(); ++i) {
+    if (unreached[i]) mark_ready(i);
+  }
+}
+
+void Reducer::mark_ready(size_t param) {
+  if (ready_[param]) {
+    throw dist::InvalidArgument(dist::on_rank(
+        group_->my_global_rank(),
+        "parameter \"" + params_[param].name +
+            "\" received its gradient twice in one synchronised backward (a second backward "
+            "through the same forward, or reentrant checkpointing); run such backwards inside "
+            "no_sync() except the last"));
+  }
+  ready_[param] = true;
+  arrival_order_.push_back(param);
+  const at::Tensor& grad = params_[param].tensor.grad();
+  at::Tensor target = slot(param);
+  if (!grad.defined()) {
+    target.zero_();
+  } else if (!aliases(grad, target)) {
+    target.copy_(grad);
+    if (options_.gradient_as_bucket_view) point_grad_at_slot(param);
+  }
+  --buckets_[location_[param].first].pending;
+}
+
+void Reducer::launch_complete_buckets() {
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    Bucket& bucket = buckets_[next_bucket_];
+    if (options_.on_bucket_launch) options_.on_bucket_launch(next_bucket_, bucket.params);
+    bucket.flat.div_(group_->size());
+    works_.push_back(dist::all_reduce_async(bucket.flat, "sum", group_));
+    ++next_bucket_;
+  }
+}
+
+void Reducer::finalize_backward() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_backward_ = false;
+  if (next_bucket_ < buckets_.size()) handle_never_ready();
+  for (auto& work : works_) work->wait();
+  works_.clear();
+  std::vector<bool> globally_used =
+      options_.find_unused_parameters ? agree_on_used() : std::vector<bool>(params_.size(), true);
+  write_back(globally_used);
+  locally_used_.assign(params_.size(), false);
+  if (awaiting_first_rebuild_) {
+    awaiting_first_rebuild_ = false;
+    rebuild_from_arrival_order();
+  }
+}
+
+void Reducer::handle_never_ready() {
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!ready_[i]) missing.push_back(i);
+  }
+  if (options_.find_unused_parameters) {
+    for (size_t i : missing) mark_ready(i);
+    launch_complete_buckets();
+    return;
+  }
+  for (auto& work : works_) work->wait();
+  works_.clear();
+  std::ostringstream names;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    names << (i ? ", " : "") << missing[i] << " \"" << params_[missing[i]].name << "\"";
+  }
+  throw dist::InvalidArgument(dist::on_rank(
+      group_->my_global_rank(),
+      "Expected to have finished reduction in this backward, but these parameters received no "
+      "gradient: " +
+          names.str() +
+          ". Either make the loss depend on every parameter, set requires_grad=false on the "
+          "ones you do not train, or construct the wrapper with find_unused_parameters=true"));
+}
+
+std::vector<bool> Reducer::agree_on_used() {
+  at::Tensor used = at::zeros({static_cast<int64_t>(params_.size())}, at::kInt);
+  for (size_t i = 0; i < params_.size(); ++i) used[i] = locally_used_[i] ? 1 : 0;
+  dist::all_reduce(used, "sum", group_);
+  std::vector<bool> globally_used(params_.size());
+  auto values = used.accessor<int, 1>();
+  for (size_t i = 0; i < params_.size(); ++i) globally_used[i] = values[i] > 0;
+  return globally_used;
+}
+
+void Reducer::write_back(const std::vector<bool>& globally_used) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!globally_used[i]) continue;
+    at::Tensor& grad = params_[i].tensor.mutable_grad();
+    at::Tensor reduced = slot(i);
+    if (options_.gradient_as_bucket_view) {
+      if (!aliases(grad, reduced)) grad = reduced;
+    } else if (grad.defined()) {
+      grad.copy_(reduced);
+    } else {
+      grad = reduced.clone();
+    }
+  }
+}
+
+void Reducer::rebuild_from_arrival_order() {
+  if (arrival_order_.size() != params_.size()) return;
+  at::Tensor order = at::empty({static_cast<int64_t>(params_.size())}, at::kLong);
+  for (size_t i = 0; i < arrival_order_.size(); ++i) order[i] = static_cast<int64_t>(arrival_order_[i]);
+  dist::broadcast(order, group_->global_rank_of(0), group_);
+  std::vector<size_t> agreed(params_.size());
+  auto values = order.accessor<int64_t, 1>();
+  for (size_t i = 0; i < agreed.size(); ++i) agreed[i] = static_cast<size_t>(values[i]);
+  build_buckets(agreed);
+}
+
+}  // namespace engine::model

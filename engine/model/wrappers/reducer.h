@@ -1,0 +1,115 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/dist/group.h"
+#include "engine/dist/work.h"
+#include "engine/optim/grad_sync.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace engine::model {
+
+struct NamedParameter {
+  std::string name;
+  at::Tensor tensor;
+};
+
+struct ReducerOptions {
+  int64_t first_bucket_cap_bytes = int64_t{1} << 20;
+  int64_t bucket_cap_bytes = int64_t{25} << 20;
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;
+  // Called on the backward thread as each bucket's all_reduce is launched,
+  // with the bucket's position and its parameters' indices (tests and traces
+  // watch the overlap with backward through it).
+  std::function<void(size_t bucket, const std::vector<size_t>& params)> on_bucket_launch;
+};
+
+// PyTorch DDP's reducer: gradients grouped in buckets (reverse parameter
+// order at first, the observed order after the first synced backward, agreed
+// through rank 0); a hook on each parameter's gradient accumulator marks it
+// ready during backward; a bucket whose gradients are all ready is divided by
+// the group size and all-reduced asynchronously, buckets strictly in order on
+// every rank; at the end of backward the reductions are awaited and written
+// back into the gradients.
+//
+// A backward is synchronised when sync is enabled as its first gradient
+// arrives; with sync disabled gradients just accumulate locally.
+class Reducer : public optim::GradSyncSwitch {
+ public:
+  Reducer(std::vector<NamedParameter> params, dist::GroupPtr group, ReducerOptions options);
+  ~Reducer() override;
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Called after a forward whose backward will be synchronised, with the
+  // tensors the loss is computed from. With find_unused_parameters the
+  // parameters they do not reach are marked ready as soon as backward starts
+  // (otherwise only at its end).
+  void prepare_for_backward(const std::vector<at::Tensor>& outputs);
+
+  bool grad_sync_enabled() const override;
+  void set_grad_sync_enabled(bool enabled) override;
+
+  // Each bucket's parameter indices, in launch order.
+  std::vector<std::vector<size_t>> buckets() const;
+  const std::vector<NamedParameter>& parameters() const { return params_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;
+    at::Tensor flat;
+    size_t pending = 0;
+  };
+
+  void build_buckets(const std::vector<size_t>& order);
+  void register_hooks();
+  at::Tensor slot(size_t param) const;
+  void point_grad_at_slot(size_t param);
+
+  void on_grad_ready(size_t param);
+  void begin_backward();
+  void mark_ready(size_t param);
+  void launch_complete_buckets();
+  void finalize_backward();
+  void handle_never_ready();
+  void write_back(const std::vector<bool>& globally_used);
+  std::vector<bool> agree_on_used();
+  void rebuild_from_arrival_order();
+
+  std::vector<NamedParameter> params_;
+  dist::GroupPtr group_;
+  ReducerOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::pair<size_t, size_t>> location_;  // param -> (bucket, slot)
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+
+  mutable std::mutex mutex_;
+  bool sync_enabled_ = true;
+  bool in_backward_ = false;
+  bool awaiting_first_rebuild_;
+  std::vector<bool> ready_;
+  std::vector<bool> locally_used_;
+  std::vector<bool> unreached_;  // set by prepare_for_backward, used once
+  std::vector<size_t> arrival_order_;
+  size_t next_bucket_ = 0;
+  std::vector<dist::WorkPtr> works_;
+};
+
+// For each of `params`, whether the autograd graph of `outputs` reaches it.
+std::vector<bool> reached_parameters(const std::vector<at::Tensor>& outputs,
+                                     const std::vector<at::Tensor>& params);
+
+}  // namespace engine::model

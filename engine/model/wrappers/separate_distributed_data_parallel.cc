@@ -1,0 +1,44 @@
+#include "engine/model/wrappers/separate_distributed_data_parallel.h"
+
+namespace engine::model {
+
+MMSeparateDistributedDataParallel::MMSeparateDistributedDataParallel(
+    std::shared_ptr<BaseModel> module, DDPOptions options)
+    : ModelWrapper(std::move(module)),
+      options_(std::move(options)),
+      group_(wrapper_group(options_, "MMSeparateDistributedDataParallel")) {
+  synchronised_parameters(this->module(), group_);
+  optim::attach_grad_sync(&this->module(), this);
+  for (const auto& child : this->module().named_children()) {
+    std::vector<NamedParameter> params = trainable_parameters(*child.value());
+    if (params.empty()) continue;
+    auto reducer = std::make_unique<Reducer>(std::move(params), group_, reducer_options(options_));
+    optim::attach_grad_sync(child.value().get(), reducer.get());
+    attached_.push_back(child.value().get());
+    reducers_.emplace(child.key(), std::move(reducer));
+  }
+}
+
+MMSeparateDistributedDataParallel::~MMSeparateDistributedDataParallel() {
+  optim::detach_grad_sync(&module());
+  for (const auto* child : attached_) optim::detach_grad_sync(child);
+}
+
+TensorDict MMSeparateDistributedDataParallel::train_step(const TensorDict& data,
+                                                         optim::OptimWrapper& optim_wrapper) {
+  if (options_.broadcast_buffers) broadcast_buffers(module(), group_);
+  return module().train_step(data, optim_wrapper);
+}
+
+bool MMSeparateDistributedDataParallel::grad_sync_enabled() const {
+  for (const auto& [name, reducer] : reducers_) {
+    if (!reducer->grad_sync_enabled()) return false;
+  }
+  return true;
+}
+
+void MMSeparateDistributedDataParallel::set_grad_sync_enabled(bool enabled) {
+  for (auto& [name, reducer] : reducers_) reducer->set_grad_sync_enabled(enabled);
+}
+
+}  // namespace engine::model

@@ -1,0 +1,102 @@
+#include "engine/optim/optim_wrapper.h"
+
+#include <torch/types.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
+
+#include "engine/dist/errors.h"
+#include "engine/dist/info.h"
+
+namespace engine::optim {
+namespace {
+
+void check_options(const OptimWrapperOptions& options) {
+  if (options.accumulative_counts < 1) {
+    throw dist::InvalidArgument(dist::on_rank(
+        dist::get_rank(), "accumulative_counts must be at least 1, got " +
+                              std::to_string(options.accumulative_counts)));
+  }
+}
+
+}  // namespace
+
+OptimWrapper::OptimWrapper(std::shared_ptr<torch::optim::Optimizer> optimizer,
+                           OptimWrapperOptions options)
+    : optimizer_(std::move(optimizer)), options_(options) {
+  check_options(options_);
+  if (!optimizer_) {
+    throw dist::InvalidArgument(dist::on_rank(dist::get_rank(), "OptimWrapper needs an optimizer"));
+  }
+}
+
+void OptimWrapper::initialize_count_status(int64_t init_counts, int64_t max_counts) {
+  inner_count_ = init_counts;
+  max_counts_ = max_counts;
+}
+
+void OptimWrapper::update_params(const at::Tensor& loss) {
+  backward(scale_loss(loss));
+  if (should_update()) {
+    step();
+    zero_grad();
+  }
+}
+
+at::Tensor OptimWrapper::scale_loss(const at::Tensor& loss) const {
+  const int64_t counts = options_.accumulative_counts;
+  if (counts == 1) return loss;
+  if (max_counts_ < 0) return loss / counts;
+  const int64_t remainder = max_counts_ % counts;
+  const bool in_full_group = inner_count_ < max_counts_ - remainder;
+  return loss / (in_full_group ? counts : remainder);
+}
+
+void OptimWrapper::backward(const at::Tensor& loss) {
+  loss.backward();
+  ++inner_count_;
+}
+
+void OptimWrapper::step() {
+  if (options_.clip_grad) clip_gradients();
+  optimizer_->step();
+}
+
+void OptimWrapper::zero_grad() { optimizer_->zero_grad(); }
+
+bool OptimWrapper::should_update() const {
+  return inner_count_ % options_.accumulative_counts == 0 || inner_count_ == max_counts_;
+}
+
+bool OptimWrapper::should_sync() const {
+  const int64_t next = inner_count_ + 1;
+  return next % options_.accumulative_counts == 0 || next == max_counts_;
+}
+
+NoSyncScope OptimWrapper::optim_context(GradSyncSwitch* model) const {
+  return NoSyncScope(should_sync() ? nullptr : model);
+}
+
+void OptimWrapper::clip_gradients() {
+  std::vector<at::Tensor> with_grad;
+  for (const auto& group : optimizer_->param_groups()) {
+    for (const auto& param : group.params()) {
+      if (param.requires_grad() && param.grad().defined()) with_grad.push_back(param);
+    }
+  }
+  if (with_grad.empty()) return;
+  const ClipGrad& clip = *options_.clip_grad;
+  if (clip.kind == ClipGrad::Kind::kNorm) {
+    torch::nn::utils::clip_grad_norm_(with_grad, clip.max_norm, clip.norm_type);
+  } else {
+    torch::nn::utils::clip_grad_value_(with_grad, clip.clip_value);
+  }
+}
+
+void OptimWrapper::save(torch::serialize::OutputArchive& archive) const {
+  optimizer_->save(archive);
+}
+
+void OptimWrapper::load(torch::serialize::InputArchive& archive) { optimizer_->load(archive); }
+
+}  // namespace engine::optim

@@ -1,0 +1,85 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/optim/grad_sync.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+namespace torch::serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace torch::serialize
+
+namespace engine::optim {
+
+// mmengine's clip_grad: {"type": "norm", max_norm, norm_type} or
+// {"type": "value", clip_value}.
+struct ClipGrad {
+  enum class Kind { kNorm, kValue };
+  Kind kind = Kind::kNorm;
+  double max_norm = 1.0;
+  double norm_type = 2.0;
+  double clip_value = 1.0;
+};
+
+struct OptimWrapperOptions {
+  // Gradients of this many consecutive calls to update_params are summed
+  // before one optimizer step; the loss is divided by it.
+  int64_t accumulative_counts = 1;
+  std::optional<ClipGrad> clip_grad;
+};
+
+// mmengine's OptimWrapper around a LibTorch optimizer: update_params(loss) is
+// backward, then every accumulative_counts calls step and zero_grad. The
+// intermediate backwards run inside optim_context's no-sync scope.
+class OptimWrapper {
+ public:
+  OptimWrapper(std::shared_ptr<torch::optim::Optimizer> optimizer,
+               OptimWrapperOptions options = {});
+
+  // Tells the wrapper where a run starts and ends, so that a last group of
+  // fewer than accumulative_counts steps is scaled by its real size
+  // (mmengine's initialize_count_status).
+  void initialize_count_status(int64_t init_counts, int64_t max_counts);
+
+  void update_params(const at::Tensor& loss);
+  // The loss divided by the size of the current accumulation group.
+  at::Tensor scale_loss(const at::Tensor& loss) const;
+  void backward(const at::Tensor& loss);
+  // Clips (if configured) and steps the optimizer.
+  void step();
+  void zero_grad();
+
+  // True after the backward that completes an accumulation group.
+  bool should_update() const;
+  // True when the next backward completes an accumulation group, i.e. when
+  // its gradients must be synchronised across ranks.
+  bool should_sync() const;
+  // A scope for forward and backward: disables `model`'s gradient sync unless
+  // should_sync(). `model` may be nullptr (nothing to switch).
+  NoSyncScope optim_context(GradSyncSwitch* model) const;
+
+  int64_t inner_count() const { return inner_count_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+
+  // The optimizer's state (mmengine's state_dict is the optimizer's).
+  void save(torch::serialize::OutputArchive& archive) const;
+  void load(torch::serialize::InputArchive& archive);
+
+ private:
+  void clip_gradients();
+
+  std::shared_ptr<torch::optim::Optimizer> optimizer_;
+  OptimWrapperOptions options_;
+  int64_t inner_count_ = 0;
+  int64_t max_counts_ = -1;  // -1: unknown, every group is full
+};
+
+}  // namespace engine::optim
