@@ -3,11 +3,15 @@
 # is present it only checks and returns in about a second.
 set -euo pipefail
 
+# OpenBLAS: the pthread build, because the serial one is not safe when several
+# threads call it at once, and the simulator's ranks are threads
+# (testing/model/concurrent_ops_test.cc). Tests run it single-threaded
+# (OPENBLAS_NUM_THREADS=1 in .bazelrc).
 packages=(
   bazel-bootstrap bazel-rules-java bazel-rules-proto bazel-platforms
   g++ libtorch-dev libgtest-dev librapidcheck-dev
   libopenmpi-dev openmpi-bin libgloo-dev
-  libopenblas0-serial nlohmann-json3-dev python3-torch
+  libopenblas0-pthread nlohmann-json3-dev python3-torch
 )
 
 missing=()

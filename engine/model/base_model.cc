@@ -13,18 +13,20 @@ ForwardMode parse_forward_mode(const std::string& mode) {
   if (mode == "loss") return ForwardMode::kLoss;
   if (mode == "predict") return ForwardMode::kPredict;
   if (mode == "tensor") return ForwardMode::kTensor;
-  throw dist::InvalidArgument(dist::on_rank(dist::get_rank(), "unknown forward mode \"" + mode +
-                                                                  "\"; use \"loss\", \"predict\" or "
-                                                                  "\"tensor\""));
+  throw dist::InvalidArgument(
+      dist::on_rank(dist::get_rank(), "unknown forward mode \"" + mode +
+                                          "\"; use \"loss\", \"predict\" or "
+                                          "\"tensor\""));
 }
 
 ParsedLosses parse_losses(const TensorDict& losses) {
   ParsedLosses parsed;
   for (const auto& [name, value] : losses) {
     if (!value.defined()) {
-      throw dist::InvalidArgument(dist::on_rank(
-          dist::get_rank(), "loss entry \"" + name + "\" is an undefined tensor; return a tensor "
-                            "(or leave the entry out)"));
+      throw dist::InvalidArgument(
+          dist::on_rank(dist::get_rank(), "loss entry \"" + name +
+                                              "\" is an undefined tensor; return a tensor "
+                                              "(or leave the entry out)"));
     }
     at::Tensor mean = value.mean();
     if (name.find("loss") != std::string::npos) {
@@ -33,9 +35,10 @@ ParsedLosses parse_losses(const TensorDict& losses) {
     parsed.log_vars[name] = mean.detach().clone();
   }
   if (!parsed.loss.defined()) {
-    throw dist::InvalidArgument(dist::on_rank(
-        dist::get_rank(), "no loss entry: forward(\"loss\") must return at least one entry whose "
-                          "name contains \"loss\""));
+    throw dist::InvalidArgument(
+        dist::on_rank(dist::get_rank(),
+                      "no loss entry: forward(\"loss\") must return at least one entry whose "
+                      "name contains \"loss\""));
   }
   parsed.log_vars["loss"] = parsed.loss.detach().clone();
   if (dist::is_distributed()) dist::all_reduce_dict(parsed.log_vars, "mean");

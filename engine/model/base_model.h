@@ -23,7 +23,7 @@ ForwardMode parse_forward_mode(const std::string& mode);
 
 // The loss to back-propagate and the values to log, by mmengine's rule.
 struct ParsedLosses {
-  at::Tensor loss;   // sum of the entries whose name contains "loss"
+  at::Tensor loss;      // sum of the entries whose name contains "loss"
   TensorDict log_vars;  // every entry's mean (detached), plus "loss"
 };
 

@@ -29,9 +29,9 @@ at::Tensor per_channel(const at::Tensor& values, const at::Tensor& input) {
 }
 
 struct GroupStatistics {
-  at::Tensor mean;    // [C], float64
-  at::Tensor var;     // biased, [C], float64
-  double count = 0;   // samples per channel over the group
+  at::Tensor mean;   // [C], float64
+  at::Tensor var;    // biased, [C], float64
+  double count = 0;  // samples per channel over the group
 };
 
 GroupStatistics group_statistics(const at::Tensor& input, const dist::GroupPtr& group) {
@@ -44,10 +44,11 @@ GroupStatistics group_statistics(const at::Tensor& input, const dist::GroupPtr& 
   GroupStatistics stats;
   stats.count = sums[channels].item<double>();
   if (stats.count < 2) {
-    throw dist::InvalidArgument(dist::on_rank(
-        group->my_global_rank(), "SyncBatchNorm needs more than one value per channel over the "
-                                 "group's batch in training, got " +
-                                     std::to_string(int64_t(stats.count))));
+    throw dist::InvalidArgument(
+        dist::on_rank(group->my_global_rank(),
+                      "SyncBatchNorm needs more than one value per channel over the "
+                      "group's batch in training, got " +
+                          std::to_string(int64_t(stats.count))));
   }
   stats.mean = sums.narrow(0, 0, channels) / stats.count;
   at::Tensor centred = input.to(at::kDouble) - per_channel(stats.mean, input);

@@ -1,9 +1,9 @@
 #include "engine/optim/optim_wrapper.h"
 
-#include <torch/types.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
+#include <torch/types.h>
 
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
@@ -13,9 +13,9 @@ namespace {
 
 void check_options(const OptimWrapperOptions& options) {
   if (options.accumulative_counts < 1) {
-    throw dist::InvalidArgument(dist::on_rank(
-        dist::get_rank(), "accumulative_counts must be at least 1, got " +
-                              std::to_string(options.accumulative_counts)));
+    throw dist::InvalidArgument(
+        dist::on_rank(dist::get_rank(), "accumulative_counts must be at least 1, got " +
+                                            std::to_string(options.accumulative_counts)));
   }
 }
 
@@ -62,7 +62,22 @@ void OptimWrapper::step() {
   optimizer_->step();
 }
 
-void OptimWrapper::zero_grad() { optimizer_->zero_grad(); }
+// LibTorch 1.13's Optimizer::zero_grad detaches each gradient in place, which
+// throws for gradients that are views (DDP's gradient_as_bucket_view); this
+// zeroes them as Python's Optimizer.zero_grad does.
+void OptimWrapper::zero_grad() {
+  for (auto& group : optimizer_->param_groups()) {
+    for (auto& param : group.params()) {
+      at::Tensor& grad = param.mutable_grad();
+      if (!grad.defined()) continue;
+      if (grad.grad_fn()) {
+        grad = grad.detach();
+      }
+      grad.requires_grad_(false);
+      grad.zero_();
+    }
+  }
+}
 
 bool OptimWrapper::should_update() const {
   return inner_count_ % options_.accumulative_counts == 0 || inner_count_ == max_counts_;

@@ -23,14 +23,15 @@ ReducerOptions reducer_options(const DDPOptions& options) {
 dist::GroupPtr wrapper_group(const DDPOptions& options, const std::string& wrapper) {
   dist::GroupPtr group = options.process_group ? options.process_group : dist::get_default_group();
   if (!group) {
-    throw dist::InvalidArgument(wrapper + " needs an initialised process group: call "
-                                          "engine::dist::init_dist (or use a single-device "
-                                          "strategy) first");
+    throw dist::InvalidArgument(wrapper +
+                                " needs an initialised process group: call "
+                                "engine::dist::init_dist (or use a single-device "
+                                "strategy) first");
   }
   if (!group->is_member()) {
     throw dist::InvalidArgument(
-        dist::on_rank(group->my_global_rank(), wrapper + " on a group this rank is not in (" +
-                                                   group->describe() + ")"));
+        dist::on_rank(group->my_global_rank(),
+                      wrapper + " on a group this rank is not in (" + group->describe() + ")"));
   }
   return group;
 }
@@ -44,7 +45,7 @@ std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module) {
 }
 
 std::vector<NamedParameter> synchronised_parameters(torch::nn::Module& module,
-                                                   const dist::GroupPtr& group) {
+                                                    const dist::GroupPtr& group) {
   std::vector<NamedParameter> params = trainable_parameters(module);
   verify_same_parameters(params, group);
   std::vector<at::Tensor> tensors;

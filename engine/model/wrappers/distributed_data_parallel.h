@@ -19,6 +19,8 @@ struct DDPOptions {
   bool broadcast_buffers = true;
   bool find_unused_parameters = false;
   double bucket_cap_mb = 25;  // the first bucket is always 1 MiB, as PyTorch's
+  // Gradients become views into the buckets. Zero them with
+  // OptimWrapper::zero_grad: LibTorch 1.13's Optimizer::zero_grad refuses views.
   bool gradient_as_bucket_view = false;
   dist::GroupPtr process_group;  // nullptr: the default group
   // Sees each bucket's all_reduce launch (see ReducerOptions).
@@ -72,7 +74,7 @@ std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module);
 // collective setup every DDP does: check them across ranks and broadcast
 // them and the buffers from the group's first rank.
 std::vector<NamedParameter> synchronised_parameters(torch::nn::Module& module,
-                                                   const dist::GroupPtr& group);
+                                                    const dist::GroupPtr& group);
 
 // Broadcasts `module`'s current buffers (looked up afresh: a buffer that was
 // reassigned is the new tensor) from the group's first rank.

@@ -46,7 +46,8 @@ std::vector<std::string> to_strings(const c10::IValue& value) {
 
 }  // namespace
 
-void verify_same_parameters(const std::vector<NamedParameter>& params, const dist::GroupPtr& group) {
+void verify_same_parameters(const std::vector<NamedParameter>& params,
+                            const dist::GroupPtr& group) {
   c10::List<std::string> mine;
   for (const auto& line : describe(params)) mine.push_back(line);
   std::vector<c10::IValue> all = dist::all_gather_object(mine, group);
@@ -64,7 +65,8 @@ void verify_same_parameters(const std::vector<NamedParameter>& params, const dis
           "on every rank before wrapping it"));
 }
 
-void broadcast_from_first_rank(const std::vector<at::Tensor>& tensors, const dist::GroupPtr& group) {
+void broadcast_from_first_rank(const std::vector<at::Tensor>& tensors,
+                               const dist::GroupPtr& group) {
   std::map<std::string, std::vector<at::Tensor>> by_kind;
   for (const auto& tensor : tensors) {
     by_kind[std::string(c10::toString(tensor.scalar_type())) + tensor.device().str()].push_back(

@@ -89,8 +89,8 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
   }
   std::vector<Bucket> buckets;
   location_.assign(params_.size(), {0, 0});
-  for (auto& members : plan_buckets(inputs, order, options_.first_bucket_cap_bytes,
-                                    options_.bucket_cap_bytes)) {
+  for (auto& members :
+       plan_buckets(inputs, order, options_.first_bucket_cap_bytes, options_.bucket_cap_bytes)) {
     Bucket bucket;
     int64_t numel = 0;
     for (size_t i = 0; i < members.size(); ++i) {
@@ -98,7 +98,8 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
       bucket.offsets.push_back(numel);
       numel += params_[members[i]].tensor.numel();
     }
-    bucket.flat = at::zeros({numel}, params_[members.front()].tensor.options().requires_grad(false));
+    bucket.flat =
+        at::zeros({numel}, params_[members.front()].tensor.options().requires_grad(false));
     bucket.params = std::move(members);
     buckets.push_back(std::move(bucket));
   }
@@ -131,7 +132,8 @@ void Reducer::register_hooks() {
 at::Tensor Reducer::slot(size_t param) const {
   const auto [bucket, index] = location_[param];
   const at::Tensor& tensor = params_[param].tensor;
-  return buckets_[bucket].flat.narrow(0, buckets_[bucket].offsets[index], tensor.numel())
+  return buckets_[bucket]
+      .flat.narrow(0, buckets_[bucket].offsets[index], tensor.numel())
       .view(tensor.sizes());
 }
 
@@ -291,7 +293,8 @@ void Reducer::write_back(const std::vector<bool>& globally_used) {
 void Reducer::rebuild_from_arrival_order() {
   if (arrival_order_.size() != params_.size()) return;
   at::Tensor order = at::empty({static_cast<int64_t>(params_.size())}, at::kLong);
-  for (size_t i = 0; i < arrival_order_.size(); ++i) order[i] = static_cast<int64_t>(arrival_order_[i]);
+  for (size_t i = 0; i < arrival_order_.size(); ++i)
+    order[i] = static_cast<int64_t>(arrival_order_[i]);
   dist::broadcast(order, group_->global_rank_of(0), group_);
   std::vector<size_t> agreed(params_.size());
   auto values = order.accessor<int64_t, 1>();

@@ -1,0 +1,122 @@
+#include "testing/model/nets.h"
+
+#include <torch/torch.h>
+
+#include "engine/model/batch_norm.h"
+
+namespace nets {
+
+rc::Gen<NetSpec> net_spec() {
+  return rc::gen::exec([] {
+    NetSpec spec;
+    const bool conv = *rc::gen::arbitrary<bool>();
+    spec.inputs = *rc::gen::inRange<int64_t>(1, 5);
+    spec.image = conv ? *rc::gen::inRange<int64_t>(3, 6) : 0;
+    spec.trunk = *rc::gen::container<std::vector<int64_t>>(*rc::gen::inRange<size_t>(1, 4),
+                                                           rc::gen::inRange<int64_t>(1, 24));
+    spec.heads = *rc::gen::inRange<int64_t>(1, 4);
+    spec.outputs = *rc::gen::inRange<int64_t>(1, 4);
+    spec.batch_norm = *rc::gen::arbitrary<bool>();
+    return spec;
+  });
+}
+
+std::string describe(const NetSpec& spec) {
+  std::string text =
+      "inputs=" + std::to_string(spec.inputs) + " image=" + std::to_string(spec.image) + " trunk=[";
+  for (int64_t width : spec.trunk) text += std::to_string(width) + ",";
+  return text + "] heads=" + std::to_string(spec.heads) +
+         " outputs=" + std::to_string(spec.outputs) +
+         " batch_norm=" + std::to_string(spec.batch_norm);
+}
+
+TestNet::TestNet(const NetSpec& spec) : spec_(spec) {
+  int64_t width = spec.inputs;
+  if (spec.image > 0) {
+    layers_.push_back(register_module(
+        "conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(spec.inputs, 3, 2)).ptr()));
+    width = 3 * (spec.image - 1) * (spec.image - 1);
+  }
+  for (size_t i = 0; i < spec.trunk.size(); ++i) {
+    layers_.push_back(register_module("trunk" + std::to_string(i),
+                                      torch::nn::Linear(width, spec.trunk[i]).ptr()));
+    width = spec.trunk[i];
+    if (i == 0 && spec.batch_norm) {
+      layers_.push_back(register_module(
+          "norm", engine::model::BatchNorm(engine::model::BatchNormOptions(width)).ptr()));
+    }
+  }
+  for (int64_t h = 0; h < spec.heads; ++h) {
+    layers_.push_back(
+        register_module("head" + std::to_string(h), torch::nn::Linear(width, spec.outputs).ptr()));
+  }
+  to(torch::kDouble);
+}
+
+engine::model::TensorDict TestNet::forward(const engine::model::TensorDict& data,
+                                           engine::model::ForwardMode mode) {
+  at::Tensor x = data.at("inputs");
+  const at::Tensor& mask = data.at("head_mask");
+  size_t next = 0;
+  if (spec_.image > 0) {
+    x = torch::tanh(layers_[next++]->as<torch::nn::Conv2d>()->forward(x)).flatten(1);
+  }
+  for (size_t i = 0; i < spec_.trunk.size(); ++i) {
+    x = torch::tanh(layers_[next++]->as<torch::nn::Linear>()->forward(x));
+    if (i == 0 && spec_.batch_norm) x = layers_[next++]->as<engine::model::BatchNorm>()->forward(x);
+  }
+  at::Tensor out = torch::zeros({x.size(0), spec_.outputs}, x.options());
+  for (int64_t h = 0; h < spec_.heads; ++h, ++next) {
+    at::Tensor column = mask.select(1, h).unsqueeze(1);
+    if (!column.any().item<bool>()) continue;
+    out = out + column * layers_[next]->as<torch::nn::Linear>()->forward(x);
+  }
+  if (mode == engine::model::ForwardMode::kLoss) {
+    return {{"loss", torch::mse_loss(out, data.at("target"))}};
+  }
+  return {{"output", out}};
+}
+
+std::shared_ptr<TestNet> make_net(const NetSpec& spec) { return std::make_shared<TestNet>(spec); }
+
+void copy_state(torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  auto source = from.named_parameters();
+  for (auto& item : to.named_parameters()) item.value().copy_(source[item.key()]);
+  auto buffers = from.named_buffers();
+  for (auto& item : to.named_buffers()) item.value().copy_(buffers[item.key()]);
+}
+
+std::map<std::string, at::Tensor> snapshot(torch::nn::Module& module) {
+  std::map<std::string, at::Tensor> values;
+  for (const auto& item : module.named_parameters())
+    values[item.key()] = item.value().detach().clone();
+  return values;
+}
+
+engine::model::TensorDict make_batch(const NetSpec& spec, int64_t batch, uint64_t seed,
+                                     const std::vector<bool>& used_heads) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto options = torch::TensorOptions().dtype(torch::kDouble);
+  std::vector<int64_t> shape{batch, spec.inputs};
+  if (spec.image > 0) shape = {batch, spec.inputs, spec.image, spec.image};
+  at::Tensor mask = torch::zeros({batch, spec.heads}, options);
+  for (int64_t h = 0; h < spec.heads; ++h) {
+    if (used_heads[h]) mask.select(1, h).fill_(1.0);
+  }
+  return {{"inputs", at::randn(shape, generator, options)},
+          {"target", at::randn({batch, spec.outputs}, generator, options)},
+          {"head_mask", mask}};
+}
+
+engine::model::TensorDict concatenate(const std::vector<engine::model::TensorDict>& batches) {
+  engine::model::TensorDict joined;
+  for (const auto& [name, value] : batches.front()) {
+    std::vector<at::Tensor> parts;
+    for (const auto& batch : batches) parts.push_back(batch.at(name));
+    joined[name] = torch::cat(parts);
+  }
+  return joined;
+}
+
+}  // namespace nets
