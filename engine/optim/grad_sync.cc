@@ -8,7 +8,7 @@ namespace {
 
 struct Attachments {
   std::mutex mutex;
-  std::unordered_map<const void*, GradSyncSwitch*> targets;
+  std::unordered_map<const torch::nn::Module*, GradSyncSwitch*> targets;
 };
 
 Attachments& attachments() {
@@ -18,17 +18,17 @@ Attachments& attachments() {
 
 }  // namespace
 
-void attach_grad_sync(const void* module, GradSyncSwitch* target) {
+void attach_grad_sync(const torch::nn::Module* module, GradSyncSwitch* target) {
   std::lock_guard<std::mutex> lock(attachments().mutex);
   attachments().targets[module] = target;
 }
 
-void detach_grad_sync(const void* module) {
+void detach_grad_sync(const torch::nn::Module* module) {
   std::lock_guard<std::mutex> lock(attachments().mutex);
   attachments().targets.erase(module);
 }
 
-GradSyncSwitch* grad_sync_of(const void* module) {
+GradSyncSwitch* grad_sync_of(const torch::nn::Module* module) {
   std::lock_guard<std::mutex> lock(attachments().mutex);
   auto it = attachments().targets.find(module);
   return it == attachments().targets.end() ? nullptr : it->second;

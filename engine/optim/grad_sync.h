@@ -1,5 +1,9 @@
 #pragma once
 
+namespace torch::nn {
+class Module;
+}
+
 namespace engine::optim {
 
 // A model whose backward can skip gradient synchronisation (DDP's no_sync).
@@ -40,8 +44,8 @@ class NoSyncScope {
 // code holding only the module (a model's own train_step, or a GAN's
 // generator inside MMSeparateDistributedDataParallel) can ask for no_sync, as
 // mmengine's optim_context(model) does. nullptr when nothing is attached.
-void attach_grad_sync(const void* module, GradSyncSwitch* target);
-void detach_grad_sync(const void* module);
-GradSyncSwitch* grad_sync_of(const void* module);
+void attach_grad_sync(const torch::nn::Module* module, GradSyncSwitch* target);
+void detach_grad_sync(const torch::nn::Module* module);
+GradSyncSwitch* grad_sync_of(const torch::nn::Module* module);
 
 }  // namespace engine::optim

@@ -1,5 +1,6 @@
 #include "engine/optim/optim_wrapper.h"
 
+// clip_grad.h uses torch::Tensor without including its declaration.
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>

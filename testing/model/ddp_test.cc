@@ -3,7 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <mutex>
+#include <algorithm>
+#include <set>
 
 #include "engine/dist/errors.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
@@ -71,5 +72,244 @@ TEST_P(DdpGradients, AreTheAverageOfTheRanksGradients) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CopyAndBucketView, DdpGradients, testing::Bool());
+
+TEST(Ddp, BucketAllReducesStartWhileBackwardIsStillRunning) {
+  const auto spec = mlp({8, 8, 8});
+  harness::run_ranks(2, [&](int rank) {
+    auto net = nets::make_net(spec);
+    std::vector<std::string> events;
+    DDPOptions options;
+    options.bucket_cap_mb = 64.0 / (1 << 20);  // a bucket per parameter or two
+    options.on_bucket_launch = [&](size_t bucket, const std::vector<size_t>&) {
+      events.push_back("launch " + std::to_string(bucket));
+    };
+    MMDistributedDataParallel ddp(net, options);
+    // The first layer's weight gradient is among the last that backward computes.
+    net->named_parameters()["trunk0.weight"].register_hook([&](const at::Tensor& grad) {
+      events.push_back("first layer gradient");
+      return grad;
+    });
+    backward(ddp, batch(spec, rank));
+    auto first_layer = std::find(events.begin(), events.end(), "first layer gradient");
+    ASSERT_NE(first_layer, events.end());
+    EXPECT_EQ(events.front(), "launch 0");
+    EXPECT_GT(std::count_if(events.begin(), first_layer,
+                            [](const std::string& e) { return e.rfind("launch", 0) == 0; }),
+              1);
+  });
+}
+
+// Registers the layer it uses last first, so that backward reaches the
+// parameters in another order than the reverse of registration.
+class UsesFirstRegisteredLast : public engine::model::BaseModel {
+ public:
+  UsesFirstRegisteredLast() {
+    last = register_module("last", torch::nn::Linear(3, 1));
+    first = register_module("first", torch::nn::Linear(3, 3));
+    to(torch::kDouble);
+  }
+  TensorDict forward(const TensorDict& data, ForwardMode) override {
+    return {{"loss", last(torch::tanh(first(data.at("inputs")))).sum()}};
+  }
+  torch::nn::Linear last{nullptr}, first{nullptr};
+};
+
+TEST(Ddp, BucketOrderIsRebuiltFromTheFirstBackwardOnEveryRank) {
+  std::vector<std::vector<std::vector<size_t>>> before(2), after(2);
+  harness::run_ranks(2, [&](int rank) {
+    auto model = std::make_shared<UsesFirstRegisteredLast>();
+    DDPOptions options;
+    options.bucket_cap_mb = 1.0 / (1 << 20);  // one parameter per bucket
+    MMDistributedDataParallel ddp(model, options);
+    before[rank] = ddp.reducer().buckets();
+    TensorDict data{{"inputs", torch::full({2, 3}, double(rank + 1), torch::kDouble)}};
+    ddp.forward(data, ForwardMode::kLoss).at("loss").backward();
+    after[rank] = ddp.reducer().buckets();
+  });
+  // Parameters: 0 last.weight, 1 last.bias, 2 first.weight, 3 first.bias.
+  using Buckets = std::vector<std::vector<size_t>>;
+  EXPECT_EQ(before[0], (Buckets{{3}, {2}, {1}, {0}}));
+  EXPECT_EQ(after[0], after[1]);
+  std::set<size_t> first_two{after[0][0][0], after[0][1][0]};
+  EXPECT_EQ(first_two, (std::set<size_t>{0, 1})) << "the last layer's gradients arrive first";
+}
+
+TEST(Ddp, NoSyncKeepsGradientsLocalAndTheNextSyncedBackwardAveragesTheSums) {
+  const auto spec = mlp({4});
+  const int world = 2;
+  std::vector<std::map<std::string, at::Tensor>> local(world), inside(world), synced(world);
+  harness::run_ranks(world, [&](int rank) {
+    auto net = nets::make_net(spec);
+    MMDistributedDataParallel ddp(net, {});
+    local[rank] = local_gradients(*net, spec, batch(spec, rank));
+    {
+      auto scope = ddp.no_sync();
+      backward(ddp, batch(spec, rank));
+    }
+    for (const auto& item : net->named_parameters())
+      inside[rank][item.key()] = item.value().grad().clone();
+    backward(ddp, batch(spec, rank));
+    for (const auto& item : net->named_parameters()) synced[rank][item.key()] = item.value().grad();
+  });
+  for (const auto& [name, grad] : local[0]) {
+    EXPECT_TRUE(torch::allclose(inside[0][name], local[0][name], 1e-12, 1e-12)) << name;
+    EXPECT_TRUE(torch::allclose(inside[1][name], local[1][name], 1e-12, 1e-12)) << name;
+    at::Tensor expected = (2 * local[0][name] + 2 * local[1][name]) / 2;
+    EXPECT_TRUE(torch::allclose(synced[0][name], expected, 1e-12, 1e-12)) << name;
+    EXPECT_TRUE(torch::equal(synced[1][name], synced[0][name])) << name;
+  }
+}
+
+TEST(Ddp, AParameterWithoutGradientIsAnErrorNamingItUnlessFindUnusedParameters) {
+  const auto spec = mlp({4}, 2);
+  harness::run_ranks(2, [&](int rank) {
+    auto net = nets::make_net(spec);
+    MMDistributedDataParallel ddp(net, {});
+    try {
+      backward(ddp, batch(spec, rank, {true, false}));
+      ADD_FAILURE() << "no error for a parameter without gradient";
+    } catch (const engine::dist::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("head1.weight"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("find_unused_parameters=true"), std::string::npos);
+    }
+  });
+}
+
+TEST(Ddp, FindUnusedParametersLeavesGloballyUnusedGradientsUndefined) {
+  const auto spec = mlp({4}, 3);
+  harness::run_ranks(3, [&](int rank) {
+    auto net = nets::make_net(spec);
+    DDPOptions options;
+    options.find_unused_parameters = true;
+    MMDistributedDataParallel ddp(net, options);
+    // head0 on every rank, head1 on rank 1 only, head2 nowhere.
+    backward(ddp, batch(spec, rank, {true, rank == 1, false}));
+    auto params = net->named_parameters();
+    EXPECT_TRUE(params["head0.weight"].grad().defined());
+    EXPECT_TRUE(params["head1.weight"].grad().defined()) << "used on rank 1: averaged everywhere";
+    EXPECT_FALSE(params["head2.weight"].grad().defined());
+  });
+}
+
+TEST(Ddp, DifferentParameterShapesAcrossRanksAreAnErrorOnEveryRank) {
+  harness::run_ranks(2, [&](int rank) {
+    auto net = nets::make_net(mlp({rank == 0 ? 4 : 5}));
+    try {
+      MMDistributedDataParallel ddp(net, {});
+      ADD_FAILURE() << "no error for different shapes";
+    } catch (const engine::dist::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("\"trunk0.weight\" [5, 4]"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("on rank 1"), std::string::npos) << e.what();
+    }
+  });
+}
+
+TEST(Ddp, DetectAnomalousParamsReportsWhatTheLossDoesNotReach) {
+  const auto spec = mlp({4}, 2);
+  harness::run_ranks(2, [&](int rank) {
+    auto net = nets::make_net(spec);
+    DDPOptions options;
+    options.detect_anomalous_params = true;
+    options.find_unused_parameters = true;
+    auto ddp = std::make_shared<MMDistributedDataParallel>(net, options);
+    engine::optim::OptimWrapper optim(
+        std::make_shared<torch::optim::SGD>(ddp->parameters(), torch::optim::SGDOptions(0.1)));
+    ddp->train_step(batch(spec, rank, {false, true}), optim);
+    EXPECT_EQ(ddp->anomalous_params(), (std::vector<std::string>{"head0.weight", "head0.bias"}));
+  });
+}
+
+// A model whose forward gives its buffer new storage rather than updating it
+// in place (C++'s counterpart of reassigning a buffer attribute).
+class ReassignsBuffer : public engine::model::BaseModel {
+ public:
+  ReassignsBuffer() {
+    weight_ = register_parameter("weight", torch::ones({1}, torch::kDouble));
+    seen_ = register_buffer("seen", torch::zeros({1}, torch::kDouble));
+  }
+  TensorDict forward(const TensorDict& data, ForwardMode) override {
+    at::Tensor before = seen_.clone();
+    seen_.set_data(seen_ + data.at("inputs").sum());
+    return {{"loss", (weight_ * before).sum() + (weight_ * data.at("inputs")).sum()}};
+  }
+
+ private:
+  at::Tensor weight_, seen_;
+};
+
+TEST(Ddp, BroadcastBuffersSendsRankZerosBuffersEvenAfterTheyWereReassigned) {
+  for (bool broadcast : {true, false}) {
+    std::vector<double> seen(2);
+    harness::run_ranks(2, [&](int rank) {
+      auto model = std::make_shared<ReassignsBuffer>();
+      DDPOptions options;
+      options.broadcast_buffers = broadcast;
+      MMDistributedDataParallel ddp(model, options);
+      TensorDict data{{"inputs", torch::full({1}, 10.0 * (rank + 1), torch::kDouble)}};
+      ddp.forward(data, ForwardMode::kLoss).at("loss").backward();  // seen: 10 or 20
+      ddp.forward(data, ForwardMode::kLoss).at("loss").backward();  // broadcast, then +10/+20
+      seen[rank] = model->named_buffers()["seen"].item<double>();
+    });
+    if (broadcast) {
+      EXPECT_EQ(seen, (std::vector<double>{20, 30}));
+    } else {
+      EXPECT_EQ(seen, (std::vector<double>{20, 40}));
+    }
+  }
+}
+
+// Two trainable children and one without parameters, as a GAN has.
+class TwoParts : public engine::model::BaseModel {
+ public:
+  TwoParts() {
+    generator = register_module("generator", torch::nn::Linear(3, 3));
+    discriminator = register_module("discriminator", torch::nn::Linear(3, 1));
+    activation = register_module("activation", torch::nn::Tanh());
+    to(torch::kDouble);
+  }
+  TensorDict forward(const TensorDict& data, ForwardMode) override {
+    return {{"loss", discriminator(activation(generator(data.at("inputs")))).sum()}};
+  }
+  torch::nn::Linear generator{nullptr}, discriminator{nullptr};
+  torch::nn::Tanh activation{nullptr};
+};
+
+TEST(SeparateDdp, EachTrainableChildGetsAReducerAndNoSyncWorksWithTwoChildren) {
+  std::vector<at::Tensor> inside(2), synced(2);
+  harness::run_ranks(2, [&](int rank) {
+    auto model = std::make_shared<TwoParts>();
+    engine::model::MMSeparateDistributedDataParallel wrapper(model, {});
+    EXPECT_EQ(wrapper.reducers().size(), 2u);
+    EXPECT_TRUE(wrapper.reducers().count("generator") && wrapper.reducers().count("discriminator"));
+    TensorDict data{{"inputs", torch::full({2, 3}, double(rank + 1), torch::kDouble)}};
+    {
+      auto scope = wrapper.no_sync();
+      model->forward(data, ForwardMode::kLoss).at("loss").backward();
+    }
+    inside[rank] = model->generator->bias.grad().clone();
+    model->zero_grad();
+    auto* generator_sync = engine::optim::grad_sync_of(model->generator.get());
+    ASSERT_NE(generator_sync, nullptr);
+    EXPECT_TRUE(generator_sync->grad_sync_enabled());
+    model->forward(data, ForwardMode::kLoss).at("loss").backward();
+    synced[rank] = model->generator->bias.grad().clone();
+  });
+  EXPECT_FALSE(torch::equal(inside[0], inside[1])) << "no_sync still synchronised";
+  EXPECT_TRUE(torch::equal(synced[0], synced[1]));
+  EXPECT_TRUE(torch::allclose(synced[0], (inside[0] + inside[1]) / 2, 1e-12, 1e-12));
+}
+
+TEST(ModelWrappers, IsModelWrapperKnowsTheWrappers) {
+  harness::run_ranks(1, [&](int) {
+    auto net = nets::make_net(mlp({2}));
+    MMDistributedDataParallel ddp(net, {});
+    engine::model::MMSeparateDistributedDataParallel separate(std::make_shared<TwoParts>(), {});
+    EXPECT_TRUE(engine::model::is_model_wrapper(ddp));
+    EXPECT_TRUE(engine::model::is_model_wrapper(separate));
+    EXPECT_FALSE(engine::model::is_model_wrapper(*net));
+    EXPECT_TRUE(ddp.named_parameters().contains("module.trunk0.weight"));
+  });
+}
 
 }  // namespace

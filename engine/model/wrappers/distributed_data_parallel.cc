@@ -2,6 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "engine/dist/errors.h"
@@ -14,6 +15,8 @@ namespace engine::model {
 ReducerOptions reducer_options(const DDPOptions& options) {
   ReducerOptions reducer;
   reducer.bucket_cap_bytes = static_cast<int64_t>(options.bucket_cap_mb * 1024 * 1024);
+  reducer.first_bucket_cap_bytes =
+      std::min(reducer.first_bucket_cap_bytes, reducer.bucket_cap_bytes);
   reducer.find_unused_parameters = options.find_unused_parameters;
   reducer.gradient_as_bucket_view = options.gradient_as_bucket_view;
   reducer.on_bucket_launch = options.on_bucket_launch;

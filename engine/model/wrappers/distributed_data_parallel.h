@@ -18,7 +18,8 @@ struct DDPOptions {
   // Broadcast buffers from the group's first rank before each training forward.
   bool broadcast_buffers = true;
   bool find_unused_parameters = false;
-  double bucket_cap_mb = 25;  // the first bucket is always 1 MiB, as PyTorch's
+  // The first bucket holds 1 MiB as PyTorch's (or bucket_cap_mb if smaller).
+  double bucket_cap_mb = 25;
   // Gradients become views into the buckets. Zero them with
   // OptimWrapper::zero_grad: LibTorch 1.13's Optimizer::zero_grad refuses views.
   bool gradient_as_bucket_view = false;
