@@ -1,10 +1,12 @@
 #include "engine/optim/optim_wrapper.h"
 
+// clang-format off
 // clip_grad.h uses torch::Tensor without including its declaration.
+#include <torch/types.h>
 #include <torch/nn/utils/clip_grad.h>
+// clang-format on
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
-#include <torch/types.h>
 
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
