@@ -104,12 +104,9 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
                               ", ...], got " + c10::str(input.sizes())));
   }
   const bool batch_stats = is_training() || !options_.track_running_stats;
-  // Buffers may have been reassigned (a broadcast, a checkpoint load).
-  running_mean = options_.track_running_stats ? named_buffers()["running_mean"] : at::Tensor();
-  running_var = options_.track_running_stats ? named_buffers()["running_var"] : at::Tensor();
   if (is_training() && options_.track_running_stats) {
     at::NoGradGuard no_grad;
-    named_buffers()["num_batches_tracked"].add_(1);
+    num_batches_tracked.add_(1);
   }
   const bool sync = is_sync() && batch_stats && sync_group_->size() > 1;
   if (sync) return forward_synchronised(input);

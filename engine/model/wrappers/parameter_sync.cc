@@ -46,6 +46,10 @@ std::vector<std::string> to_strings(const c10::IValue& value) {
 
 }  // namespace
 
+std::string dtype_device_key(const at::Tensor& tensor) {
+  return std::string(c10::toString(tensor.scalar_type())) + "@" + tensor.device().str();
+}
+
 void verify_same_parameters(const std::vector<NamedParameter>& params,
                             const dist::GroupPtr& group) {
   c10::List<std::string> mine;
@@ -69,8 +73,7 @@ void broadcast_from_first_rank(const std::vector<at::Tensor>& tensors,
                                const dist::GroupPtr& group) {
   std::map<std::string, std::vector<at::Tensor>> by_kind;
   for (const auto& tensor : tensors) {
-    by_kind[std::string(c10::toString(tensor.scalar_type())) + tensor.device().str()].push_back(
-        tensor.detach());
+    by_kind[dtype_device_key(tensor)].push_back(tensor.detach());
   }
   at::NoGradGuard no_grad;
   for (auto& [kind, members] : by_kind) {

@@ -2,12 +2,16 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
 #include <vector>
 
 #include "engine/dist/group.h"
 #include "engine/model/wrappers/reducer.h"
 
 namespace engine::model {
+
+// "float@cpu": tensors with equal keys can share one flat buffer.
+std::string dtype_device_key(const at::Tensor& tensor);
 
 // Collective: every rank passes its parameters. Throws InvalidArgument on
 // every rank, naming the first difference of each rank from rank 0 (name,

@@ -12,6 +12,7 @@
 #include "engine/dist/collectives.h"
 #include "engine/dist/errors.h"
 #include "engine/model/wrappers/bucket_plan.h"
+#include "engine/model/wrappers/parameter_sync.h"
 
 namespace engine::model {
 namespace {
@@ -22,10 +23,6 @@ using torch::autograd::variable_list;
 // Whether `grad` already is the gradient's slot in its bucket.
 bool aliases(const at::Tensor& grad, const at::Tensor& slot) {
   return grad.defined() && grad.data_ptr() == slot.data_ptr() && grad.sizes() == slot.sizes();
-}
-
-std::string bucket_key(const at::Tensor& t) {
-  return std::string(c10::toString(t.scalar_type())) + "@" + t.device().str();
 }
 
 void check_parameters(const std::vector<NamedParameter>& params, int rank) {
@@ -85,7 +82,7 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
   std::vector<BucketInput> inputs;
   for (const auto& param : params_) {
     inputs.push_back({static_cast<int64_t>(param.tensor.numel() * param.tensor.element_size()),
-                      bucket_key(param.tensor)});
+                      dtype_device_key(param.tensor)});
   }
   std::vector<Bucket> buckets;
   location_.assign(params_.size(), {0, 0});
