@@ -1,0 +1,78 @@
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "engine/dist/errors.h"
+
+// Reading mmengine-style JSON configs with errors that say what to fix.
+namespace engine::registry {
+
+using Json = nlohmann::json;
+
+// A config that cannot be used: unknown type or key, wrong value type,
+// missing key. The message names the config section and the key.
+class ConfigError : public dist::InvalidArgument {
+ public:
+  using dist::InvalidArgument::InvalidArgument;
+};
+
+// The JSON type name a C++ value type is read from ("boolean", "integer"...).
+template <typename T>
+const char* json_type_name();
+
+// Reads the keys of one config object. Each key read is accepted; finish()
+// rejects any other key the object holds, naming it and the accepted ones.
+class ConfigReader {
+ public:
+  // `section` names the object in messages, for example
+  // "model_wrapper (MMDistributedDataParallel)".
+  ConfigReader(const Json& config, std::string section);
+
+  bool has(const std::string& key);
+  // The value of `key`, or `fallback` when absent.
+  template <typename T>
+  T get(const std::string& key, T fallback) {
+    const Json* value = find(key);
+    return value ? convert<T>(key, *value) : fallback;
+  }
+  template <typename T>
+  std::optional<T> get_optional(const std::string& key) {
+    const Json* value = find(key);
+    return value ? std::optional<T>(convert<T>(key, *value)) : std::nullopt;
+  }
+  template <typename T>
+  T require(const std::string& key) {
+    const Json* value = find(key);
+    if (!value) fail("lacks the required key \"" + key + "\"");
+    return convert<T>(key, *value);
+  }
+  // A nested object (type-checked), or nullopt when absent.
+  std::optional<Json> object(const std::string& key);
+  // Throws ConfigError naming every key that was never read.
+  void finish() const;
+  const std::string& section() const { return section_; }
+  [[noreturn]] void fail(const std::string& what) const;
+
+ private:
+  const Json* find(const std::string& key);
+  template <typename T>
+  T convert(const std::string& key, const Json& value) const {
+    if (!holds<T>(value)) {
+      fail("key \"" + key + "\" must be " + json_type_name<T>() + ", not " +
+           std::string(value.type_name()) + " (" + value.dump() + ")");
+    }
+    return value.get<T>();
+  }
+  template <typename T>
+  static bool holds(const Json& value);
+
+  Json config_;  // a copy: readers often outlive a temporary config
+  std::string section_;
+  std::set<std::string> accepted_;
+};
+
+}  // namespace engine::registry
