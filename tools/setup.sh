@@ -11,7 +11,7 @@ packages=(
   bazel-bootstrap bazel-rules-java bazel-rules-proto bazel-platforms
   g++ libtorch-dev libgtest-dev librapidcheck-dev
   libopenmpi-dev openmpi-bin libgloo-dev
-  libopenblas0-pthread nlohmann-json3-dev python3-torch
+  libopenblas0-pthread nlohmann-json3-dev zlib1g-dev python3-torch
 )
 
 missing=()

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <string>
+
+#include "engine/dist/errors.h"
+
+// Checkpoint files: a LibTorch pickle inside a small envelope (magic,
+// format version, payload size, CRC-32), written atomically.
+namespace engine::checkpoint {
+
+// A checkpoint file that cannot be read: missing, not a checkpoint,
+// truncated, corrupt. The message names the file and what is wrong.
+class CheckpointError : public dist::DistError {
+ public:
+  using dist::DistError::DistError;
+};
+
+// Test seam: runs after the temporary file is complete and synced, before
+// it is renamed to its final name.
+using BeforeRename = std::function<void(const std::string& temporary_path)>;
+
+// Writes `content` to `path` so that `path` holds either its old content or
+// the whole new file, never a torn one: a temporary file in the same folder,
+// flushed and fsync'ed, renamed over `path`, then the folder fsync'ed.
+// Throws CheckpointError if the disk refuses (the temporary file is removed).
+void save_file(const std::string& path, const c10::IValue& content,
+               const BeforeRename& before_rename = {});
+
+// Reads and verifies a file written by save_file.
+c10::IValue load_file(const std::string& path);
+
+}  // namespace engine::checkpoint
