@@ -1,0 +1,114 @@
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <vector>
+
+#include "engine/data/default_sampler.h"
+#include "engine/dist/dist.h"
+#include "testing/harness.h"
+
+namespace {
+
+using engine::data::DefaultSampler;
+using engine::data::SamplerOptions;
+
+struct RankView {
+  std::vector<int64_t> epoch0, epoch1;
+  int64_t num_samples = 0;
+  std::optional<std::vector<int64_t>> collected;  // rank 0 only
+};
+
+std::vector<int64_t> as_ints(const std::vector<c10::IValue>& values) {
+  std::vector<int64_t> out;
+  for (const auto& value : values) out.push_back(value.toInt());
+  return out;
+}
+
+// Every rank samples epochs 0 and 1 and hands its epoch-0 indices, as
+// results, to collect_results.
+std::vector<RankView> sample(int world_size, int64_t size, const SamplerOptions& options) {
+  return harness::collect_ranks<RankView>(world_size, [&](int) {
+    DefaultSampler sampler(size, options);
+    RankView view;
+    view.epoch0 = sampler.indices();
+    view.num_samples = sampler.num_samples();
+    sampler.set_epoch(1);
+    view.epoch1 = sampler.indices();
+    std::vector<c10::IValue> part(view.epoch0.begin(), view.epoch0.end());
+    auto collected = engine::dist::collect_results(part, size);
+    if (collected) view.collected = as_ints(*collected);
+    return view;
+  });
+}
+
+// The serial reference: rank r of ws takes positions r, r+ws, ... of `order`
+// extended by repeating it from the start up to `total`.
+std::vector<int64_t> positions(const std::vector<int64_t>& order, int rank, int world_size,
+                               int64_t total) {
+  std::vector<int64_t> out;
+  for (int64_t p = rank; p < total; p += world_size) out.push_back(order[p % order.size()]);
+  return out;
+}
+
+RC_GTEST_PROP(SamplerProperty, WithoutShuffleRanksInterleaveAndCollectRestoresDatasetOrder, ()) {
+  const int world_size = *rc::gen::inRange(1, 6);
+  const int64_t size = *rc::gen::inRange<int64_t>(1, 40);
+  const bool round_up = *rc::gen::arbitrary<bool>();
+  SamplerOptions options;
+  options.shuffle = false;
+  options.round_up = round_up;
+  const auto views = sample(world_size, size, options);
+  std::vector<int64_t> dataset(size);
+  std::iota(dataset.begin(), dataset.end(), 0);
+  const int64_t per_rank = (size + world_size - 1) / world_size;
+  for (int rank = 0; rank < world_size; ++rank) {
+    const int64_t total = round_up ? per_rank * world_size : size;
+    RC_ASSERT(views[rank].epoch0 == positions(dataset, rank, world_size, total));
+    RC_ASSERT(views[rank].num_samples == static_cast<int64_t>(views[rank].epoch0.size()));
+    RC_ASSERT(views[rank].epoch1 == views[rank].epoch0);
+    if (round_up) RC_ASSERT(views[rank].num_samples == per_rank);
+  }
+  RC_ASSERT(views[0].collected == std::optional<std::vector<int64_t>>(dataset));
+}
+
+RC_GTEST_PROP(SamplerProperty, ShuffledEpochsAreOneSharedPermutationCoveredByTheRanks, ()) {
+  const int world_size = *rc::gen::inRange(1, 6);
+  const int64_t size = *rc::gen::inRange<int64_t>(2, 40);
+  SamplerOptions options;  // shuffle, round_up, seed drawn on rank 0 and shared
+  const auto views = sample(world_size, size, options);
+  // Rebuild each epoch's permutation from the interleaved rank parts: it must
+  // be a permutation (so every rank used the same one), padded from its start.
+  std::vector<std::vector<int64_t>> permutations;
+  for (auto epoch : {&RankView::epoch0, &RankView::epoch1}) {
+    std::vector<int64_t> order;
+    const int64_t per_rank = (size + world_size - 1) / world_size;
+    for (int64_t i = 0; i < per_rank; ++i) {
+      for (int rank = 0; rank < world_size; ++rank) order.push_back((views[rank].*epoch)[i]);
+    }
+    std::vector<int64_t> permutation(order.begin(), order.begin() + size);
+    std::vector<int64_t> sorted = permutation;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t i = 0; i < size; ++i) RC_ASSERT(sorted[i] == i);
+    for (size_t i = size; i < order.size(); ++i) RC_ASSERT(order[i] == permutation[i - size]);
+    permutations.push_back(permutation);
+  }
+  RC_ASSERT(*views[0].collected == permutations[0]);
+  // Reshuffled per epoch: two equal permutations of 20 or more elements would
+  // take odds below 1e-18; smaller ones may legitimately repeat.
+  if (size >= 20) RC_ASSERT(permutations[0] != permutations[1]);
+}
+
+TEST(SamplerTest, TheSameSeedGivesTheSameOrderAndAnEmptyDatasetIsRejected) {
+  SamplerOptions options;
+  options.seed = 7;
+  EXPECT_EQ(DefaultSampler(50, options).indices(), DefaultSampler(50, options).indices());
+  SamplerOptions other = options;
+  other.seed = 8;
+  EXPECT_NE(DefaultSampler(50, options).indices(), DefaultSampler(50, other).indices());
+  EXPECT_THROW(DefaultSampler(0, options), engine::dist::InvalidArgument);
+}
+
+}  // namespace
