@@ -45,6 +45,11 @@ const char* json_type_name<std::vector<int64_t>>() {
 }
 
 template <>
+const char* json_type_name<std::vector<double>>() {
+  return "an array of numbers";
+}
+
+template <>
 bool ConfigReader::holds<bool>(const Json& value) {
   return value.is_boolean();
 }
@@ -106,4 +111,15 @@ void ConfigReader::fail(const std::string& what) const {
   throw ConfigError(dist::on_rank(dist::get_rank(), "config " + section_ + " " + what));
 }
 
+}  // namespace engine::registry
+
+namespace engine::registry {
+template <>
+bool ConfigReader::holds<std::vector<double>>(const Json& value) {
+  if (!value.is_array()) return false;
+  for (const auto& item : value) {
+    if (!item.is_number()) return false;
+  }
+  return true;
+}
 }  // namespace engine::registry

@@ -1,0 +1,106 @@
+#include "engine/optim/builders.h"
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <tuple>
+
+namespace engine::optim {
+namespace {
+
+using registry::ConfigReader;
+
+std::tuple<double, double> betas(ConfigReader& config) {
+  const auto values = config.get<std::vector<double>>("betas", {0.9, 0.999});
+  if (values.size() != 2) config.fail("key \"betas\" must hold two numbers");
+  return {values[0], values[1]};
+}
+
+template <typename Optimizer, typename Options>
+std::shared_ptr<torch::optim::Optimizer> build_adam(ConfigReader& config,
+                                                    std::vector<at::Tensor> parameters) {
+  Options options(config.get("lr", 1e-3));
+  options.betas(betas(config))
+      .eps(config.get("eps", 1e-8))
+      .weight_decay(config.get("weight_decay",
+                               std::is_same_v<Options, torch::optim::AdamWOptions> ? 1e-2 : 0.0))
+      .amsgrad(config.get("amsgrad", false));
+  return std::make_shared<Optimizer>(std::move(parameters), options);
+}
+
+void add_builtin_optimizers(OptimizerRegistry& registry) {
+  registry.add("SGD", [](ConfigReader& config, std::vector<at::Tensor> parameters) {
+    torch::optim::SGDOptions options(config.require<double>("lr"));
+    options.momentum(config.get("momentum", 0.0))
+        .dampening(config.get("dampening", 0.0))
+        .weight_decay(config.get("weight_decay", 0.0))
+        .nesterov(config.get("nesterov", false));
+    return std::make_shared<torch::optim::SGD>(std::move(parameters), options);
+  });
+  registry.add("Adam", build_adam<torch::optim::Adam, torch::optim::AdamOptions>);
+  registry.add("AdamW", build_adam<torch::optim::AdamW, torch::optim::AdamWOptions>);
+}
+
+void add_builtin_schedulers(SchedulerRegistry& registry) {
+  registry.add("MultiStepLR", [](ConfigReader& config, torch::optim::Optimizer& optimizer) {
+    return std::make_shared<MultiStepLR>(
+        optimizer, config.require<std::vector<int64_t>>("milestones"), config.get("gamma", 0.1));
+  });
+}
+
+std::optional<ClipGrad> clip_grad(ConfigReader& config) {
+  const auto section = config.object("clip_grad");
+  if (!section) return std::nullopt;
+  ConfigReader clip(*section, config.section() + ".clip_grad");
+  ClipGrad out;
+  const auto kind = clip.get<std::string>("type", "norm");
+  if (kind == "norm") {
+    out.kind = ClipGrad::Kind::kNorm;
+    out.max_norm = clip.require<double>("max_norm");
+    out.norm_type = clip.get("norm_type", 2.0);
+  } else if (kind == "value") {
+    out.kind = ClipGrad::Kind::kValue;
+    out.clip_value = clip.require<double>("clip_value");
+  } else {
+    clip.fail("has the unknown type \"" + kind + "\"; known types: norm, value");
+  }
+  clip.finish();
+  return out;
+}
+
+}  // namespace
+
+OptimizerRegistry& optimizers() {
+  static OptimizerRegistry registry("OPTIMIZERS");
+  static const bool built_in = (add_builtin_optimizers(registry), true);
+  (void)built_in;
+  return registry;
+}
+
+SchedulerRegistry& param_schedulers() {
+  static SchedulerRegistry registry("PARAM_SCHEDULERS");
+  static const bool built_in = (add_builtin_schedulers(registry), true);
+  (void)built_in;
+  return registry;
+}
+
+std::shared_ptr<OptimWrapper> build_optim_wrapper(const registry::Json& config,
+                                                  std::vector<at::Tensor> parameters) {
+  ConfigReader reader(config, "optim_wrapper");
+  const auto type = reader.get<std::string>("type", "OptimWrapper");
+  if (type != "OptimWrapper")
+    reader.fail("has the unknown type \"" + type + "\"; known types: OptimWrapper");
+  const auto optimizer_config = reader.object("optimizer");
+  if (!optimizer_config) reader.fail("lacks the required key \"optimizer\"");
+  OptimWrapperOptions options;
+  options.accumulative_counts = reader.get<int64_t>("accumulative_counts", 1);
+  if (options.accumulative_counts < 1)
+    reader.fail("key \"accumulative_counts\" must be at least 1");
+  options.clip_grad = clip_grad(reader);
+  reader.finish();
+  return std::make_shared<OptimWrapper>(
+      optimizers().build(*optimizer_config, std::move(parameters)), options);
+}
+
+}  // namespace engine::optim

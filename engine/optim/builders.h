@@ -1,0 +1,32 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+#include "engine/optim/optim_wrapper.h"
+#include "engine/optim/param_scheduler.h"
+#include "engine/registry/registry.h"
+
+// Optimizers, optimizer wrappers and schedulers from mmengine-style configs.
+namespace engine::optim {
+
+using OptimizerRegistry =
+    registry::Registry<std::shared_ptr<torch::optim::Optimizer>, std::vector<at::Tensor>>;
+// LibTorch's SGD (lr, momentum, dampening, weight_decay, nesterov), Adam and
+// AdamW (lr, betas, eps, weight_decay, amsgrad).
+OptimizerRegistry& optimizers();
+
+// {"type": "OptimWrapper", "optimizer": {...}, "accumulative_counts": 1,
+//  "clip_grad": {"type": "norm", "max_norm": 1, "norm_type": 2} or
+//               {"type": "value", "clip_value": 1}}
+std::shared_ptr<OptimWrapper> build_optim_wrapper(const registry::Json& config,
+                                                  std::vector<at::Tensor> parameters);
+
+using SchedulerRegistry =
+    registry::Registry<std::shared_ptr<MultiStepLR>, torch::optim::Optimizer&>;
+// MultiStepLR (milestones, gamma) stepped per iteration.
+SchedulerRegistry& param_schedulers();
+
+}  // namespace engine::optim
