@@ -72,16 +72,12 @@ std::optional<ClipGrad> clip_grad(ConfigReader& config) {
 }  // namespace
 
 OptimizerRegistry& optimizers() {
-  static OptimizerRegistry registry("OPTIMIZERS");
-  static const bool built_in = (add_builtin_optimizers(registry), true);
-  (void)built_in;
+  static OptimizerRegistry registry("OPTIMIZERS", add_builtin_optimizers);
   return registry;
 }
 
 SchedulerRegistry& param_schedulers() {
-  static SchedulerRegistry registry("PARAM_SCHEDULERS");
-  static const bool built_in = (add_builtin_schedulers(registry), true);
-  (void)built_in;
+  static SchedulerRegistry registry("PARAM_SCHEDULERS", add_builtin_schedulers);
   return registry;
 }
 

@@ -22,7 +22,12 @@ class Registry {
   // rejected after it returns.
   using Builder = std::function<Product(ConfigReader& config, Args... args)>;
 
-  explicit Registry(std::string kind) : kind_(std::move(kind)) {}
+  // `add_builtins` registers the types that come with the engine, so that a
+  // registry returned from a function-local static is complete on first use.
+  explicit Registry(std::string kind, const std::function<void(Registry&)>& add_builtins = nullptr)
+      : kind_(std::move(kind)) {
+    if (add_builtins) add_builtins(*this);
+  }
 
   void add(const std::string& type, Builder builder) {
     std::lock_guard<std::mutex> lock(mutex_);

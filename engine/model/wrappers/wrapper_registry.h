@@ -1,0 +1,20 @@
+#pragma once
+
+#include <memory>
+
+#include "engine/model/wrappers/model_wrapper.h"
+#include "engine/registry/registry.h"
+
+namespace engine::model {
+
+using ModelWrapperRegistry =
+    registry::Registry<std::shared_ptr<ModelWrapper>, std::shared_ptr<BaseModel>>;
+
+// mmengine's MODEL_WRAPPERS: MMDistributedDataParallel and
+// MMSeparateDistributedDataParallel, with the DDPOptions keys
+// (detect_anomalous_params, broadcast_buffers, find_unused_parameters,
+// bucket_cap_mb, gradient_as_bucket_view). Building one is collective.
+// Users add their own wrappers with model_wrappers().add(...).
+ModelWrapperRegistry& model_wrappers();
+
+}  // namespace engine::model
