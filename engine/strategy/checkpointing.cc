@@ -1,0 +1,173 @@
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <iostream>
+#include <mutex>
+#include <sstream>
+
+#include "engine/checkpoint/file.h"
+#include "engine/dist/dist.h"
+#include "engine/strategy/strategy.h"
+
+namespace engine::strategy {
+namespace {
+
+using Dict = c10::impl::GenericDict;
+
+Dict new_dict() { return Dict(c10::StringType::get(), c10::AnyType::get()); }
+
+// LibTorch's archives go through TorchScript's serializer, whose type caches
+// are not safe for concurrent use by ranks sharing a process.
+std::mutex& archive_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+at::Tensor optimizer_bytes(const optim::OptimWrapper& wrapper) {
+  std::ostringstream stream;
+  {
+    std::lock_guard<std::mutex> lock(archive_mutex());
+    torch::serialize::OutputArchive archive;
+    wrapper.save(archive);
+    archive.save_to(stream);
+  }
+  const std::string bytes = stream.str();
+  at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
+  return out;
+}
+
+void load_optimizer(optim::OptimWrapper& wrapper, const at::Tensor& bytes) {
+  std::lock_guard<std::mutex> lock(archive_mutex());
+  torch::serialize::InputArchive archive;
+  archive.load_from(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
+  wrapper.load(archive);
+}
+
+// Every rank's state of `generator` as the rows of one tensor.
+at::Tensor gathered_state(at::Generator& generator) {
+  at::Tensor state;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    state = generator.get_state();
+  }
+  if (!dist::is_distributed()) return state.unsqueeze(0);
+  return at::stack(dist::all_gather(state));
+}
+
+void restore_row(at::Generator& generator, const at::Tensor& rows) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(rows[dist::get_rank()].clone());
+}
+
+c10::IValue entry(const Dict& dict, const std::string& key, const std::string& path) {
+  if (!dict.contains(key)) {
+    throw checkpoint::CheckpointError("checkpoint " + path + ": has no \"" + key +
+                                      "\" entry; was it written by save_checkpoint?");
+  }
+  return dict.at(key);
+}
+
+// Rank 0 runs `write`; every rank learns its outcome.
+void on_first_rank_for_all(const std::function<void()>& write) {
+  std::string failure;
+  if (dist::get_rank() == 0) {
+    try {
+      write();
+    } catch (const std::exception& error) {
+      failure = error.what();
+    }
+  }
+  if (dist::is_distributed()) {
+    std::vector<c10::IValue> outcome{failure};
+    dist::broadcast_object_list(outcome, 0);
+    failure = outcome[0].toStringRef();
+  }
+  if (!failure.empty()) {
+    throw checkpoint::CheckpointError(
+        dist::on_rank(dist::get_rank(), "rank 0 could not save the checkpoint: " + failure));
+  }
+}
+
+}  // namespace
+
+Dict BaseStrategy::rng_states() {
+  Dict states = new_dict();
+  states.insert("engine", gathered_state(generator_));
+  if (options_.seed_process_generator) {
+    auto process_generator = at::detail::getDefaultCPUGenerator();
+    states.insert("torch_cpu", gathered_state(process_generator));
+  }
+  return states;
+}
+
+void BaseStrategy::restore_rng_states(const Dict& states, const std::string& path) {
+  const at::Tensor engine_rows = states.at("engine").toTensor();
+  if (engine_rows.size(0) != dist::get_world_size()) {
+    if (dist::get_rank() == 0) {
+      std::cerr << "checkpoint " << path << " holds the RNG states of " << engine_rows.size(0)
+                << " ranks, this run has " << dist::get_world_size()
+                << ": the generators keep their seeds, so the run will not replay the old one\n";
+    }
+    return;
+  }
+  restore_row(generator_, engine_rows);
+  if (options_.seed_process_generator && states.contains("torch_cpu")) {
+    auto process_generator = at::detail::getDefaultCPUGenerator();
+    restore_row(process_generator, states.at("torch_cpu").toTensor());
+  }
+}
+
+void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress& progress,
+                                   const Extra& extra) {
+  const Prepared& parts = prepared();
+  const Dict rng = rng_states();  // collective: before rank 0 goes its own way
+  on_first_rank_for_all([&] {
+    Dict meta = new_dict();
+    meta.insert("iter", progress.iter);
+    meta.insert("epoch", progress.epoch);
+    meta.insert("seed", seed_);
+    meta.insert("world_size", static_cast<int64_t>(dist::get_world_size()));
+    c10::Dict<std::string, at::Tensor> weights;
+    for (const auto& item : checkpoint::state_dict(module()))
+      weights.insert(item.first, item.second);
+    Dict content = new_dict();
+    content.insert("meta", meta);
+    content.insert("state_dict", weights);
+    content.insert("optimizer", optimizer_bytes(*parts.optim_wrapper));
+    if (parts.param_scheduler) content.insert("param_schedulers", parts.param_scheduler->state());
+    content.insert("rng", rng);
+    content.insert("extra", extra.copy());
+    checkpoint::save_file(path, content);
+  });
+}
+
+Dict BaseStrategy::load_checkpoint(const std::string& path, const LoadOptions& options) {
+  const Dict content = checkpoint::load_file(path).toGenericDict();
+  const at::Device device(options.map_location);
+  checkpoint::StateDict weights;
+  for (const auto& item : entry(content, "state_dict", path).toGenericDict()) {
+    weights[item.key().toStringRef()] = item.value().toTensor().to(device);
+  }
+  checkpoint::load_state_dict(module(), checkpoint::revise_keys(weights, options.revise_keys),
+                              options.strict, path);
+  return content;
+}
+
+Resumed BaseStrategy::resume(const std::string& path, const LoadOptions& options) {
+  const Dict content = load_checkpoint(path, options);
+  const Prepared& parts = prepared();
+  load_optimizer(*parts.optim_wrapper, entry(content, "optimizer", path).toTensor());
+  if (parts.param_scheduler) {
+    parts.param_scheduler->load_state(entry(content, "param_schedulers", path));
+  }
+  restore_rng_states(entry(content, "rng", path).toGenericDict(), path);
+  const Dict meta = entry(content, "meta", path).toGenericDict();
+  Resumed out{{entry(meta, "iter", path).toInt(), entry(meta, "epoch", path).toInt()},
+              entry(content, "extra", path).toGenericDict()};
+  return out;
+}
+
+}  // namespace engine::strategy

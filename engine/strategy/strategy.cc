@@ -1,0 +1,84 @@
+#include "engine/strategy/strategy.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+
+#include "engine/dist/dist.h"
+#include "engine/model/batch_norm.h"
+#include "engine/model/wrappers/model_wrapper.h"
+#include "engine/model/wrappers/wrapper_registry.h"
+#include "engine/optim/builders.h"
+
+namespace engine::strategy {
+
+Extra empty_extra() { return Extra(c10::StringType::get(), c10::AnyType::get()); }
+
+BaseStrategy::BaseStrategy(EnvOptions options)
+    : options_(std::move(options)), generator_(at::make_generator<at::CPUGeneratorImpl>()) {}
+
+void BaseStrategy::setup_env() {
+  if (env_ready_) return;
+  if (options_.launcher != "none" && !dist::is_distributed()) {
+    dist::InitOptions init;
+    init.timeout = options_.timeout;
+    dist::init_dist(options_.launcher, options_.backend, init);
+  }
+  seed_ = options_.seed ? *options_.seed : dist::sync_random_seed();
+  if (options_.diff_rank_seed) seed_ += dist::get_rank();
+  generator_.set_current_seed(static_cast<uint64_t>(seed_));
+  if (options_.seed_process_generator) at::manual_seed(static_cast<uint64_t>(seed_));
+  if (options_.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
+  env_ready_ = true;
+}
+
+const Prepared& BaseStrategy::prepare(std::shared_ptr<model::BaseModel> model,
+                                      const registry::Json& optim_wrapper,
+                                      const std::optional<registry::Json>& param_scheduler) {
+  if (prepared_) return *prepared_;
+  setup_env();
+  Prepared out;
+  out.model = wrap_model(std::move(model));
+  out.optim_wrapper = optim::build_optim_wrapper(optim_wrapper, out.model->parameters());
+  if (param_scheduler) {
+    out.param_scheduler =
+        optim::param_schedulers().build(*param_scheduler, out.optim_wrapper->optimizer());
+  }
+  prepared_ = std::move(out);
+  return *prepared_;
+}
+
+const Prepared& BaseStrategy::prepared() const {
+  if (!prepared_) {
+    throw dist::InvalidArgument(
+        dist::on_rank(dist::get_rank(), "the strategy has no model yet: call prepare() first"));
+  }
+  return *prepared_;
+}
+
+model::BaseModel& BaseStrategy::module() {
+  auto& trained = *prepared().model;
+  if (auto* wrapper = dynamic_cast<model::ModelWrapper*>(&trained)) return wrapper->module();
+  return trained;
+}
+
+std::shared_ptr<model::BaseModel> SingleDeviceStrategy::wrap_model(
+    std::shared_ptr<model::BaseModel> model) {
+  return model;
+}
+
+DDPStrategy::DDPStrategy(EnvOptions env, DDPStrategyOptions options)
+    : BaseStrategy(std::move(env)), options_(std::move(options)) {
+  if (options_.sync_bn && *options_.sync_bn != "torch") {
+    throw registry::ConfigError("DDPStrategy: sync_bn \"" + *options_.sync_bn +
+                                "\" is not supported; the only value is \"torch\"");
+  }
+}
+
+std::shared_ptr<model::BaseModel> DDPStrategy::wrap_model(std::shared_ptr<model::BaseModel> model) {
+  if (options_.sync_bn) model::convert_sync_batchnorm(*model);
+  registry::Json config = options_.model_wrapper;
+  if (!config.contains("broadcast_buffers")) config["broadcast_buffers"] = false;
+  return model::model_wrappers().build(config, std::move(model), "MMDistributedDataParallel");
+}
+
+}  // namespace engine::strategy

@@ -1,0 +1,149 @@
+#pragma once
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/Generator.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/checkpoint/state_dict.h"
+#include "engine/model/base_model.h"
+#include "engine/optim/optim_wrapper.h"
+#include "engine/optim/param_scheduler.h"
+#include "engine/registry/registry.h"
+
+// mmengine's strategies: environment setup, model preparation and
+// checkpointing for one process or a data-parallel group.
+namespace engine::strategy {
+
+struct EnvOptions {
+  // "none": use the process as it is (one process, or a rank whose engine
+  // context is already set up, such as a simulator rank); "pytorch", "mpi",
+  // "slurm": init_dist with `backend` unless already initialised.
+  std::string launcher = "none";
+  std::string backend = "gloo";
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);
+  // Absent: drawn on rank 0 and shared (sync_random_seed).
+  std::optional<int64_t> seed;
+  bool diff_rank_seed = false;  // seed + rank on each rank
+  bool deterministic = false;   // LibTorch's deterministic algorithms only
+  // Also seed LibTorch's process-wide default generator (torch.manual_seed).
+  // Turn it off where ranks share a process (the simulator): there each rank
+  // draws from generator() only.
+  bool seed_process_generator = true;
+};
+
+struct TrainProgress {
+  int64_t iter = 0;
+  int64_t epoch = 0;
+};
+
+// What prepare() returns: the model as trained (wrapped or not), the
+// optimizer wrapper over its parameters, the scheduler (may be null).
+struct Prepared {
+  std::shared_ptr<model::BaseModel> model;
+  std::shared_ptr<optim::OptimWrapper> optim_wrapper;
+  std::shared_ptr<optim::MultiStepLR> param_scheduler;
+};
+
+struct LoadOptions {
+  std::string map_location = "cpu";
+  bool strict = false;  // mmengine's default
+  checkpoint::KeyRevisions revise_keys = checkpoint::default_key_revisions();
+};
+
+using Extra = c10::impl::GenericDict;  // Dict<str, Any>
+Extra empty_extra();
+
+struct Resumed {
+  TrainProgress progress;
+  Extra extra;
+};
+
+class BaseStrategy {
+ public:
+  explicit BaseStrategy(EnvOptions options);
+  virtual ~BaseStrategy() = default;
+
+  // Launcher and process group, then seeding. Idempotent.
+  void setup_env();
+  int64_t seed() const { return seed_; }
+  // This rank's generator, seeded by seed() (saved and restored by
+  // checkpoints with every other RNG state).
+  at::Generator& generator() { return generator_; }
+
+  // Wraps the model (per strategy), builds the optimizer wrapper and the
+  // scheduler from their configs. Idempotent: later calls return the first
+  // result and ignore their arguments, as mmengine's.
+  const Prepared& prepare(std::shared_ptr<model::BaseModel> model,
+                          const registry::Json& optim_wrapper,
+                          const std::optional<registry::Json>& param_scheduler = std::nullopt);
+  const Prepared& prepared() const;
+  // The model without its wrapper.
+  model::BaseModel& module();
+
+  // Collective. Rank 0 writes the model (unwrapped), optimizer, scheduler,
+  // progress, every rank's RNG states and `extra` (not modified) atomically;
+  // the others wait for it and get the same CheckpointError if it fails.
+  void save_checkpoint(const std::string& path, const TrainProgress& progress,
+                       const Extra& extra = empty_extra());
+  // Reads `path` on every rank into the model; returns the whole checkpoint.
+  c10::impl::GenericDict load_checkpoint(const std::string& path, const LoadOptions& options = {});
+  // load_checkpoint, then the optimizer, scheduler and RNG states: a resumed
+  // run continues bit-identically. Each rank takes its own RNG state; with a
+  // different world size they stay as seeded (and rank 0 says so).
+  Resumed resume(const std::string& path, const LoadOptions& options = {});
+
+ protected:
+  virtual std::shared_ptr<model::BaseModel> wrap_model(std::shared_ptr<model::BaseModel> model) = 0;
+
+ private:
+  c10::impl::GenericDict rng_states();
+  void restore_rng_states(const c10::impl::GenericDict& states, const std::string& path);
+
+  EnvOptions options_;
+  bool env_ready_ = false;
+  int64_t seed_ = 0;
+  at::Generator generator_;
+  std::optional<Prepared> prepared_;
+};
+
+// The model trained as it is (moved to nothing: LibTorch modules stay where
+// they were built).
+class SingleDeviceStrategy : public BaseStrategy {
+ public:
+  using BaseStrategy::BaseStrategy;
+
+ protected:
+  std::shared_ptr<model::BaseModel> wrap_model(std::shared_ptr<model::BaseModel> model) override;
+};
+
+struct DDPStrategyOptions {
+  // A MODEL_WRAPPERS config; type defaults to MMDistributedDataParallel and
+  // broadcast_buffers to false (mmengine's DDPStrategy defaults).
+  registry::Json model_wrapper = registry::Json::object();
+  // "torch": convert the engine's BatchNorm layers to synchronised ones.
+  std::optional<std::string> sync_bn;
+};
+
+class DDPStrategy : public BaseStrategy {
+ public:
+  DDPStrategy(EnvOptions env, DDPStrategyOptions options);
+
+ protected:
+  std::shared_ptr<model::BaseModel> wrap_model(std::shared_ptr<model::BaseModel> model) override;
+
+ private:
+  DDPStrategyOptions options_;
+};
+
+// mmengine's STRATEGIES: SingleDeviceStrategy and DDPStrategy. Keys:
+// launcher, backend, timeout_s, seed, diff_rank_seed, deterministic,
+// seed_process_generator; DDPStrategy also model_wrapper and sync_bn.
+using StrategyRegistry = registry::Registry<std::shared_ptr<BaseStrategy>>;
+StrategyRegistry& strategies();
+
+}  // namespace engine::strategy

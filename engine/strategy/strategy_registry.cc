@@ -1,0 +1,49 @@
+#include "engine/strategy/strategy.h"
+
+namespace engine::strategy {
+namespace {
+
+using registry::ConfigReader;
+
+EnvOptions env_options(ConfigReader& config) {
+  EnvOptions options;
+  options.launcher = config.get("launcher", options.launcher);
+  options.backend = config.get("backend", options.backend);
+  const auto timeout_s = config.get_optional<double>("timeout_s");
+  if (timeout_s) {
+    if (*timeout_s <= 0) config.fail("key \"timeout_s\" must be positive");
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
+  }
+  options.seed = config.get_optional<int64_t>("seed");
+  options.diff_rank_seed = config.get("diff_rank_seed", options.diff_rank_seed);
+  options.deterministic = config.get("deterministic", options.deterministic);
+  options.seed_process_generator =
+      config.get("seed_process_generator", options.seed_process_generator);
+  return options;
+}
+
+void add_builtin_strategies(StrategyRegistry& registry) {
+  registry.add("SingleDeviceStrategy", [](ConfigReader& config) -> std::shared_ptr<BaseStrategy> {
+    return std::make_shared<SingleDeviceStrategy>(env_options(config));
+  });
+  registry.add("DDPStrategy", [](ConfigReader& config) -> std::shared_ptr<BaseStrategy> {
+    EnvOptions env = env_options(config);
+    DDPStrategyOptions options;
+    options.model_wrapper = config.get("model_wrapper", options.model_wrapper);
+    options.sync_bn = config.get_optional<std::string>("sync_bn");
+    if (options.sync_bn && *options.sync_bn != "torch") {
+      config.fail("key \"sync_bn\" must be \"torch\" (the engine's SyncBatchNorm), not \"" +
+                  *options.sync_bn + "\"");
+    }
+    return std::make_shared<DDPStrategy>(std::move(env), std::move(options));
+  });
+}
+
+}  // namespace
+
+StrategyRegistry& strategies() {
+  static StrategyRegistry registry("STRATEGIES", add_builtin_strategies);
+  return registry;
+}
+
+}  // namespace engine::strategy
