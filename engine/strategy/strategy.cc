@@ -23,8 +23,8 @@ void BaseStrategy::setup_env() {
     init.timeout = options_.timeout;
     dist::init_dist(options_.launcher, options_.backend, init);
   }
-  seed_ = options_.seed ? *options_.seed : dist::sync_random_seed();
-  if (options_.diff_rank_seed) seed_ += dist::get_rank();
+  shared_seed_ = options_.seed ? *options_.seed : dist::sync_random_seed();
+  seed_ = shared_seed_ + (options_.diff_rank_seed ? dist::get_rank() : 0);
   generator_.set_current_seed(static_cast<uint64_t>(seed_));
   if (options_.seed_process_generator) at::manual_seed(static_cast<uint64_t>(seed_));
   if (options_.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);

@@ -71,6 +71,8 @@ class BaseStrategy {
   // Launcher and process group, then seeding. Idempotent.
   void setup_env();
   int64_t seed() const { return seed_; }
+  // The seed before diff_rank_seed: the same on every rank (for samplers).
+  int64_t shared_seed() const { return shared_seed_; }
   // This rank's generator, seeded by seed() (saved and restored by
   // checkpoints with every other RNG state).
   at::Generator& generator() { return generator_; }
@@ -107,6 +109,7 @@ class BaseStrategy {
   EnvOptions options_;
   bool env_ready_ = false;
   int64_t seed_ = 0;
+  int64_t shared_seed_ = 0;
   at::Generator generator_;
   std::optional<Prepared> prepared_;
 };

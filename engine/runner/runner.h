@@ -1,0 +1,90 @@
+#pragma once
+
+#include <ATen/core/Generator.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model/tensor_dict.h"
+#include "engine/strategy/strategy.h"
+
+// A small iteration-based runner after mmengine's Runner with
+// IterBasedTrainLoop and ValLoop: read it in one sitting, then start a
+// production trainer from it.
+namespace engine::runner {
+
+class Progress;
+
+// An indexable dataset that builds whole batches.
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  // The samples at `indices` as one batch. `rng` is the rank's generator for
+  // random augmentation during training, nullptr for evaluation.
+  virtual model::TensorDict batch(const std::vector<int64_t>& indices,
+                                  at::Generator* rng) const = 0;
+};
+
+// Computes metrics on rank 0 from every sample's prediction, in dataset
+// order: the outputs of val_step split per sample (one IValue per sample: a
+// dict of the per-sample tensors).
+using Metric =
+    std::function<std::map<std::string, double>(const std::vector<c10::IValue>& samples)>;
+
+struct RunnerOptions {
+  int64_t max_iters = 100;
+  int64_t batch_size = 16;          // per rank
+  int64_t val_interval = 0;         // 0: validate only at the end
+  int64_t checkpoint_interval = 0;  // 0: no checkpoints
+  int64_t log_interval = 10;
+  std::string work_dir = "work_dirs/run";
+  // A checkpoint to resume from; "auto": the latest iter_N.pth in work_dir
+  // (none: start afresh).
+  std::optional<std::string> resume_from;
+  bool quiet = false;  // no progress output (tests)
+};
+
+struct RunResult {
+  int64_t start_iter = 0;  // where this run began (after resuming)
+  model::TensorDict last_log;
+  std::map<std::string, double> metrics;  // of the last validation, on every rank
+  std::vector<std::string> checkpoints;   // written by this run
+};
+
+class Runner {
+ public:
+  Runner(std::shared_ptr<strategy::BaseStrategy> strategy, std::shared_ptr<model::BaseModel> model,
+         registry::Json optim_wrapper, std::optional<registry::Json> param_scheduler,
+         std::shared_ptr<Dataset> train_data, std::shared_ptr<Dataset> val_data, Metric metric,
+         RunnerOptions options);
+  ~Runner();
+
+  // Trains to max_iters (from the resumed iteration, if any), validating
+  // and checkpointing on the way; validates at the end.
+  RunResult train();
+  // Evaluates the val dataset: every rank predicts its share, rank 0
+  // computes the metrics, every rank returns them.
+  std::map<std::string, double> val();
+
+  strategy::BaseStrategy& strategy() { return *strategy_; }
+
+ private:
+  void train_iteration(int64_t iter, RunResult& result);
+  std::optional<std::string> resume_path() const;
+  std::string save(int64_t iter);
+
+  std::shared_ptr<strategy::BaseStrategy> strategy_;
+  std::shared_ptr<Dataset> train_data_, val_data_;
+  Metric metric_;
+  RunnerOptions options_;
+  const strategy::Prepared* parts_ = nullptr;
+  std::unique_ptr<Progress> progress_;
+};
+
+}  // namespace engine::runner

@@ -1,0 +1,86 @@
+#include "examples/classifier.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/functional/loss.h>
+
+namespace examples {
+
+Blobs::Blobs(const BlobsOptions& options, uint64_t centre_seed) : jitter_(options.jitter) {
+  auto centre_rng = at::make_generator<at::CPUGeneratorImpl>(centre_seed);
+  const at::Tensor centres =
+      at::normal(0.0, 1.0, {options.classes, options.features}, centre_rng, at::kFloat);
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  labels_ = at::arange(options.size, at::kLong).remainder(options.classes);
+  inputs_ = centres.index_select(0, labels_) +
+            at::normal(0.0, options.spread, {options.size, options.features}, rng, at::kFloat);
+}
+
+engine::model::TensorDict Blobs::batch(const std::vector<int64_t>& indices,
+                                       at::Generator* rng) const {
+  const at::Tensor index = at::tensor(indices, at::kLong);
+  at::Tensor inputs = inputs_.index_select(0, index);
+  if (rng && jitter_ > 0) {
+    inputs = inputs + at::normal(0.0, jitter_, inputs.sizes(), *rng, at::kFloat);
+  }
+  return {{"inputs", inputs}, {"labels", labels_.index_select(0, index)}};
+}
+
+Classifier::Classifier(const ClassifierOptions& options, at::Generator& rng) {
+  hidden_ = register_module("hidden", torch::nn::Linear(options.features, options.hidden));
+  norm_ = register_module(
+      "norm", engine::model::BatchNorm(engine::model::BatchNormOptions(options.hidden)));
+  output_ = register_module("output", torch::nn::Linear(options.hidden, options.classes));
+  at::NoGradGuard no_grad;
+  for (auto* layer : {hidden_.get(), output_.get()}) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(layer->weight.size(1)));
+    layer->weight.uniform_(-bound, bound, rng);
+    layer->bias.uniform_(-bound, bound, rng);
+  }
+}
+
+engine::model::TensorDict Classifier::forward(const engine::model::TensorDict& data,
+                                              engine::model::ForwardMode mode) {
+  const at::Tensor logits = output_(at::relu(norm_(hidden_(data.at("inputs")))));
+  switch (mode) {
+    case engine::model::ForwardMode::kLoss:
+      return {{"loss", torch::nn::functional::cross_entropy(logits, data.at("labels"))}};
+    case engine::model::ForwardMode::kPredict:
+      return {{"pred", logits.argmax(1)}, {"label", data.at("labels")}};
+    case engine::model::ForwardMode::kTensor:
+      break;
+  }
+  return {{"logits", logits}};
+}
+
+std::map<std::string, double> accuracy(const std::vector<c10::IValue>& samples) {
+  int64_t correct = 0;
+  for (const auto& sample : samples) {
+    const auto fields = sample.toGenericDict();
+    correct += at::equal(fields.at("pred").toTensor(), fields.at("label").toTensor());
+  }
+  return {{"accuracy", samples.empty() ? 0.0 : static_cast<double>(correct) / samples.size()}};
+}
+
+ClassifierOptions classifier_options(engine::registry::ConfigReader& config) {
+  ClassifierOptions options;
+  options.features = config.get("features", options.features);
+  options.hidden = config.get("hidden", options.hidden);
+  options.classes = config.get("classes", options.classes);
+  config.finish();
+  return options;
+}
+
+BlobsOptions blobs_options(engine::registry::ConfigReader& config) {
+  BlobsOptions options;
+  options.size = config.get("size", options.size);
+  options.features = config.get("features", options.features);
+  options.classes = config.get("classes", options.classes);
+  options.spread = config.get("spread", options.spread);
+  options.jitter = config.get("jitter", options.jitter);
+  options.seed = static_cast<uint64_t>(config.get<int64_t>("seed", 0));
+  config.finish();
+  return options;
+}
+
+}  // namespace examples

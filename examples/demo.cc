@@ -1,0 +1,90 @@
+#include "examples/demo.h"
+
+#include <ATen/ATen.h>
+
+#include "engine/dist/dist.h"
+#include "examples/classifier.h"
+
+namespace examples {
+namespace {
+
+using engine::registry::ConfigReader;
+using engine::registry::Json;
+
+Json section(ConfigReader& config, const std::string& key) {
+  const auto value = config.object(key);
+  if (!value) config.fail("lacks the required key \"" + key + "\"");
+  return *value;
+}
+
+engine::runner::RunnerOptions runner_options(const Json& train, const DemoOverrides& overrides) {
+  ConfigReader config(train, "train");
+  engine::runner::RunnerOptions options;
+  options.max_iters = overrides.max_iters.value_or(config.get("max_iters", options.max_iters));
+  options.batch_size = config.get("batch_size", options.batch_size);
+  options.val_interval = config.get("val_interval", options.val_interval);
+  options.checkpoint_interval = config.get("checkpoint_interval", options.checkpoint_interval);
+  options.log_interval = config.get("log_interval", options.log_interval);
+  config.finish();
+  options.work_dir = overrides.work_dir;
+  options.resume_from = overrides.resume_from;
+  options.quiet = overrides.quiet;
+  return options;
+}
+
+// The flattened parameters of rank 0 compared on every rank, bit for bit.
+void check_identical_parameters(engine::model::BaseModel& model) {
+  std::vector<at::Tensor> flat;
+  for (const auto& parameter : model.parameters()) flat.push_back(parameter.detach().reshape(-1));
+  for (const auto& buffer : model.buffers())
+    flat.push_back(buffer.detach().reshape(-1).to(at::kFloat));
+  at::Tensor mine = at::cat(flat);
+  at::Tensor first = mine.clone();
+  engine::dist::broadcast(first, 0);
+  int64_t differs = at::equal(mine, first) ? 0 : 1;
+  at::Tensor count = at::tensor({differs});
+  engine::dist::all_reduce(count);
+  if (count.item<int64_t>() != 0) {
+    throw engine::dist::DistError(engine::dist::on_rank(
+        engine::dist::get_rank(), std::to_string(count.item<int64_t>()) +
+                                      " rank(s) hold parameters or buffers that differ from "
+                                      "rank 0's after training"));
+  }
+  if (engine::dist::is_main_process()) {
+    std::printf("parameters and buffers identical on all %d ranks (%lld values)\n",
+                engine::dist::get_world_size(), static_cast<long long>(mine.numel()));
+  }
+}
+
+}  // namespace
+
+engine::runner::RunResult run_demo(const Json& config, const DemoOverrides& overrides) {
+  ConfigReader top(config, "file");
+  Json strategy_config = section(top, "strategy");
+  if (overrides.launcher) strategy_config["launcher"] = *overrides.launcher;
+  if (overrides.backend) strategy_config["backend"] = *overrides.backend;
+  if (overrides.shares_process) strategy_config["seed_process_generator"] = false;
+  auto strategy = engine::strategy::strategies().build(strategy_config);
+  strategy->setup_env();
+
+  ConfigReader model_config(section(top, "model"), "model");
+  auto model =
+      std::make_shared<Classifier>(classifier_options(model_config), strategy->generator());
+  ConfigReader train_data(section(top, "train_data"), "train_data");
+  ConfigReader val_data(section(top, "val_data"), "val_data");
+  const uint64_t centres = static_cast<uint64_t>(strategy->shared_seed());
+  auto train_set = std::make_shared<Blobs>(blobs_options(train_data), centres);
+  auto val_set = std::make_shared<Blobs>(blobs_options(val_data), centres);
+  const Json optim_wrapper = section(top, "optim_wrapper");
+  const auto scheduler = top.object("param_scheduler");
+  const auto options = runner_options(section(top, "train"), overrides);
+  top.finish();
+
+  engine::runner::Runner runner(strategy, model, optim_wrapper, scheduler, train_set, val_set,
+                                accuracy, options);
+  auto result = runner.train();
+  check_identical_parameters(strategy->module());
+  return result;
+}
+
+}  // namespace examples

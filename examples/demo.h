@@ -1,0 +1,28 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "engine/registry/config.h"
+#include "engine/runner/runner.h"
+
+namespace examples {
+
+// What the command line may change in the config file.
+struct DemoOverrides {
+  std::optional<std::string> launcher;  // strategy.launcher
+  std::optional<std::string> backend;   // strategy.backend
+  std::optional<int64_t> max_iters;
+  std::string work_dir = "work_dirs/train";
+  std::optional<std::string> resume_from;
+  bool shares_process = false;  // simulator ranks: no process-wide seeding
+  bool quiet = false;
+};
+
+// Builds the strategy, model, datasets and runner from the demo's config
+// (every section checked for unknown keys), trains, and checks that every
+// rank ends with bit-identical parameters (DistError otherwise).
+engine::runner::RunResult run_demo(const engine::registry::Json& config,
+                                   const DemoOverrides& overrides);
+
+}  // namespace examples
