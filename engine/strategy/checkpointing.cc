@@ -62,6 +62,35 @@ void restore_row(at::Generator& generator, const at::Tensor& rows) {
   generator.set_state(rows[dist::get_rank()].clone());
 }
 
+// Stopped inside an accumulation group, the gradients summed so far are part
+// of the state, and each rank's differ (no sync before the group ends).
+Dict pending_gradients(torch::nn::Module& module, const optim::OptimWrapper& wrapper) {
+  Dict out = new_dict();
+  if (wrapper.should_update()) return out;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    const at::Tensor& grad = item.value().grad();
+    const at::Tensor mine = grad.defined() ? grad.detach() : at::zeros_like(item.value());
+    out.insert(item.key(),
+               dist::is_distributed() ? at::stack(dist::all_gather(mine)) : mine.unsqueeze(0));
+  }
+  return out;
+}
+
+void restore_pending_gradients(torch::nn::Module& module, const Dict& rows,
+                               const std::string& path) {
+  for (auto& item : module.named_parameters(/*recurse=*/true)) {
+    if (!rows.contains(item.key())) continue;
+    const at::Tensor all = rows.at(item.key()).toTensor();
+    if (all.size(0) != dist::get_world_size()) {
+      throw checkpoint::CheckpointError(dist::on_rank(
+          dist::get_rank(),
+          "checkpoint " + path + " was saved inside a gradient accumulation group by " +
+              std::to_string(all.size(0)) + " ranks; resume it with as many ranks"));
+    }
+    item.value().mutable_grad() = all[dist::get_rank()].to(item.value().options()).clone();
+  }
+}
+
 c10::IValue entry(const Dict& dict, const std::string& key, const std::string& path) {
   if (!dict.contains(key)) {
     throw checkpoint::CheckpointError("checkpoint " + path + ": has no \"" + key +
@@ -123,7 +152,9 @@ void BaseStrategy::restore_rng_states(const Dict& states, const std::string& pat
 void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress& progress,
                                    const Extra& extra) {
   const Prepared& parts = prepared();
-  const Dict rng = rng_states();  // collective: before rank 0 goes its own way
+  // Collectives first: then rank 0 goes its own way.
+  const Dict rng = rng_states();
+  const Dict gradients = pending_gradients(module(), *parts.optim_wrapper);
   on_first_rank_for_all([&] {
     Dict meta = new_dict();
     meta.insert("iter", progress.iter);
@@ -139,6 +170,7 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
     content.insert("optimizer", optimizer_bytes(*parts.optim_wrapper));
     if (parts.param_scheduler) content.insert("param_schedulers", parts.param_scheduler->state());
     content.insert("rng", rng);
+    if (!gradients.empty()) content.insert("pending_gradients", gradients);
     content.insert("extra", extra.copy());
     checkpoint::save_file(path, content);
   });
@@ -164,6 +196,9 @@ Resumed BaseStrategy::resume(const std::string& path, const LoadOptions& options
     parts.param_scheduler->load_state(entry(content, "param_schedulers", path));
   }
   restore_rng_states(entry(content, "rng", path).toGenericDict(), path);
+  if (content.contains("pending_gradients")) {
+    restore_pending_gradients(module(), content.at("pending_gradients").toGenericDict(), path);
+  }
   const Dict meta = entry(content, "meta", path).toGenericDict();
   Resumed out{{entry(meta, "iter", path).toInt(), entry(meta, "epoch", path).toInt()},
               entry(content, "extra", path).toGenericDict()};
