@@ -64,6 +64,7 @@ class Reducer : public optim::GradSyncSwitch {
   // Each bucket's parameter indices, in launch order.
   std::vector<std::vector<size_t>> buckets() const;
   const std::vector<NamedParameter>& parameters() const { return params_; }
+  const ReducerOptions& options() const { return options_; }
 
  private:
   struct Bucket {

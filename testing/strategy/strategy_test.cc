@@ -1,0 +1,173 @@
+#include "engine/strategy/strategy.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "engine/checkpoint/file.h"
+#include "engine/dist/dist.h"
+#include "engine/model/wrappers/distributed_data_parallel.h"
+#include "examples/classifier.h"
+#include "testing/harness.h"
+
+namespace {
+
+using engine::registry::ConfigError;
+using engine::registry::Json;
+using engine::strategy::strategies;
+
+std::string error_of(const Json& config) {
+  try {
+    strategies().build(config);
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+std::shared_ptr<examples::Classifier> small_model(uint64_t seed) {
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return std::make_shared<examples::Classifier>(examples::ClassifierOptions{3, 5, 2}, rng);
+}
+
+const Json kOptim = {{"optimizer", {{"type", "SGD"}, {"lr", 0.1}}}};
+
+std::string temp_path(const std::string& name) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "strategy";
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir / name);
+  return (dir / name).string();
+}
+
+TEST(StrategyRegistryTest, ConfigMistakesAreNamed) {
+  EXPECT_NE(error_of({{"type", "FSDP"}})
+                .find("STRATEGIES has the unknown type \"FSDP\"; known types: DDPStrategy, "
+                      "SingleDeviceStrategy"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"type", "DDPStrategy"}, {"find_unused_parameters", true}})
+                .find("STRATEGIES (DDPStrategy) has unknown key(s) find_unused_parameters"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"type", "DDPStrategy"}, {"sync_bn", "mmcv"}}).find("\"sync_bn\" must be"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"type", "SingleDeviceStrategy"}, {"seed", "7"}})
+                .find("key \"seed\" must be an integer, not string"),
+            std::string::npos);
+}
+
+TEST(StrategyTest, SeedsAreSharedUnlessDiffRankSeed) {
+  const auto seeds = harness::collect_ranks<std::vector<int64_t>>(3, [](int) {
+    auto shared = strategies().build({{"type", "DDPStrategy"}, {"seed_process_generator", false}});
+    shared->setup_env();
+    auto per_rank = strategies().build({{"type", "DDPStrategy"},
+                                        {"seed", 100},
+                                        {"diff_rank_seed", true},
+                                        {"seed_process_generator", false}});
+    per_rank->setup_env();
+    return std::vector<int64_t>{shared->seed(), per_rank->seed(), per_rank->shared_seed(),
+                                at::randint(1 << 30, {1}, per_rank->generator()).item<int64_t>()};
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(seeds[rank][0], seeds[0][0]) << "sync_random_seed must agree";
+    EXPECT_EQ(seeds[rank][1], 100 + rank);
+    EXPECT_EQ(seeds[rank][2], 100);
+  }
+  EXPECT_NE(seeds[0][3], seeds[1][3]) << "per-rank generators must differ";
+}
+
+TEST(StrategyTest, DdpPrepareWrapsOnceWithMmengineDefaultsAndConvertsBatchNorm) {
+  harness::run_ranks(2, [](int rank) {
+    auto strategy = strategies().build({{"type", "DDPStrategy"},
+                                        {"sync_bn", "torch"},
+                                        {"seed_process_generator", false},
+                                        {"model_wrapper", {{"find_unused_parameters", true}}}});
+    auto model = small_model(rank);  // different weights: the wrapper broadcasts rank 0's
+    const auto& first = strategy->prepare(model, kOptim);
+    const auto& again = strategy->prepare(small_model(9), kOptim);
+    EXPECT_EQ(&first, &again);
+    EXPECT_TRUE(engine::model::is_model_wrapper(*first.model));
+    EXPECT_EQ(&strategy->module(), model.get());
+    auto* ddp = dynamic_cast<engine::model::MMDistributedDataParallel*>(first.model.get());
+    ASSERT_NE(ddp, nullptr);
+    EXPECT_TRUE(ddp->reducer().options().find_unused_parameters);
+    auto* norm = model->named_modules()["norm"]->as<engine::model::BatchNormImpl>();
+    ASSERT_NE(norm, nullptr);
+    EXPECT_TRUE(norm->is_sync());
+  });
+}
+
+TEST(StrategyTest, ModelWrapperConfigErrorsSurfaceAtPrepare) {
+  harness::run_ranks(2, [](int) {
+    auto strategy = strategies().build({{"type", "DDPStrategy"},
+                                        {"seed_process_generator", false},
+                                        {"model_wrapper", {{"type", "DataParallel"}}}});
+    EXPECT_THROW(strategy->prepare(small_model(1), kOptim), ConfigError);
+  });
+}
+
+TEST(StrategyTest, CheckpointsRoundTripWithExtraDataUntouchedAndPrefixesRevised) {
+  const std::string path = temp_path("roundtrip.pth");
+  harness::run_ranks(2, [&](int rank) {
+    auto strategy =
+        strategies().build({{"type", "DDPStrategy"}, {"seed_process_generator", false}});
+    strategy->prepare(small_model(1), kOptim);
+    auto extra = engine::strategy::empty_extra();
+    extra.insert("note", std::string("kept"));
+    strategy->save_checkpoint(path, {7, 2}, extra);
+    // Every rank returns only once the file is complete.
+    EXPECT_TRUE(std::filesystem::exists(path)) << "rank " << rank;
+    EXPECT_EQ(extra.size(), 1u);
+
+    auto fresh = strategies().build({{"type", "DDPStrategy"}, {"seed_process_generator", false}});
+    fresh->prepare(small_model(2), kOptim);
+    const auto resumed = fresh->resume(path);
+    EXPECT_EQ(resumed.progress.iter, 7);
+    EXPECT_EQ(resumed.progress.epoch, 2);
+    EXPECT_EQ(resumed.extra.at("note").toStringRef(), "kept");
+    const auto saved = engine::checkpoint::load_file(path).toGenericDict();
+    for (const auto& item : saved.at("state_dict").toGenericDict()) {
+      const std::string key = item.key().toStringRef();
+      EXPECT_EQ(key.rfind("module.", 0), std::string::npos) << "saved unwrapped: " << key;
+      EXPECT_TRUE(at::equal(item.value().toTensor(),
+                            engine::checkpoint::state_dict(fresh->module()).at(key)));
+    }
+  });
+}
+
+TEST(StrategyTest, AFailedSaveAndACorruptFileFailOnEveryRank) {
+  const std::string blocker = temp_path("not_a_folder");
+  std::ofstream(blocker) << "x";
+  const std::string corrupt = temp_path("corrupt.pth");
+  std::ofstream(corrupt) << std::string(64, 'z');
+  const auto errors = harness::collect_ranks<std::vector<std::string>>(3, [&](int) {
+    auto strategy =
+        strategies().build({{"type", "DDPStrategy"}, {"seed_process_generator", false}});
+    strategy->prepare(small_model(1), kOptim);
+    std::vector<std::string> out;
+    try {
+      strategy->save_checkpoint(blocker + "/ckpt.pth", {1, 0});
+    } catch (const engine::checkpoint::CheckpointError& error) {
+      out.push_back(error.what());
+    }
+    try {
+      strategy->load_checkpoint(corrupt);
+    } catch (const engine::checkpoint::CheckpointError& error) {
+      out.push_back(error.what());
+    }
+    return out;
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_EQ(errors[rank].size(), 2u) << "rank " << rank;
+    EXPECT_NE(errors[rank][0].find("[rank " + std::to_string(rank) +
+                                   "] rank 0 could not save the checkpoint"),
+              std::string::npos)
+        << errors[rank][0];
+    EXPECT_NE(errors[rank][1].find("checkpoint " + corrupt + ": not a dist-engine checkpoint"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
