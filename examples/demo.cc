@@ -23,7 +23,8 @@ engine::runner::RunnerOptions runner_options(const Json& train, const DemoOverri
   options.max_iters = overrides.max_iters.value_or(config.get("max_iters", options.max_iters));
   options.batch_size = config.get("batch_size", options.batch_size);
   options.val_interval = config.get("val_interval", options.val_interval);
-  options.checkpoint_interval = config.get("checkpoint_interval", options.checkpoint_interval);
+  options.checkpoint_interval = overrides.checkpoint_interval.value_or(
+      config.get("checkpoint_interval", options.checkpoint_interval));
   options.log_interval = config.get("log_interval", options.log_interval);
   config.finish();
   options.work_dir = overrides.work_dir;

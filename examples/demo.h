@@ -13,6 +13,7 @@ struct DemoOverrides {
   std::optional<std::string> launcher;  // strategy.launcher
   std::optional<std::string> backend;   // strategy.backend
   std::optional<int64_t> max_iters;
+  std::optional<int64_t> checkpoint_interval;
   std::string work_dir = "work_dirs/train";
   std::optional<std::string> resume_from;
   bool shares_process = false;  // simulator ranks: no process-wide seeding

@@ -26,7 +26,8 @@ struct Args {
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "train: " << problem << "\n"
             << "usage: train [--config FILE] [--ranks N] [--launcher none|pytorch|mpi|slurm]\n"
-            << "             [--backend gloo|mpi|nccl] [--iters N] [--work-dir DIR]\n"
+            << "             [--backend gloo|mpi|nccl] [--iters N] [--checkpoint-interval N]\n"
+            << "             [--work-dir DIR]\n"
             << "             [--resume FILE|auto]\n"
             << "Without --launcher (or with none) the run uses N simulated ranks.\n";
   std::exit(2);
@@ -61,6 +62,8 @@ Args parse(int argc, char** argv) {
       args.overrides.backend = value;
     else if (flag == "--iters")
       args.overrides.max_iters = to_int(flag, value);
+    else if (flag == "--checkpoint-interval")
+      args.overrides.checkpoint_interval = to_int(flag, value);
     else if (flag == "--work-dir")
       args.overrides.work_dir = value;
     else if (flag == "--resume")

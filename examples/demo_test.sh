@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The demo end to end: train, then resume from the latest checkpoint.
+#   demo_test.sh RANKS CONFIG COMMAND...
+# COMMAND is the train binary, or a launcher followed by it and its flags.
+set -euo pipefail
+ranks=$1 config=$2
+shift 2
+work="${TEST_TMPDIR:-$(mktemp -d)}/work"
+rm -rf "$work"
+
+run() {
+  "$@" --config "$config" --work-dir "$work" --checkpoint-interval 30 2>&1 | tr '\r' '\n'
+}
+expect() {
+  grep -q -- "$1" <<<"$2" || { echo "FAIL: expected \"$1\" in:"; echo "$2"; exit 1; }
+}
+
+first=$(run "$@" --iters 60) || { echo "$first"; echo "FAIL: the first run failed"; exit 1; }
+echo "$first"
+expect "parameters and buffers identical on all $ranks ranks" "$first"
+expect "saved checkpoint $work/iter_60.pth" "$first"
+accuracy=$(sed -n 's/.*final val accuracy \([0-9.]*\).*/\1/p' <<<"$first")
+awk -v a="$accuracy" 'BEGIN { exit !(a >= 0.8) }' ||
+  { echo "FAIL: final val accuracy $accuracy < 0.8: the model did not learn"; exit 1; }
+
+second=$(run "$@" --iters 90 --resume auto) ||
+  { echo "$second"; echo "FAIL: the resumed run failed"; exit 1; }
+echo "$second"
+expect "resumed from $work/iter_60.pth at iteration 60" "$second"
+expect "trained from iteration 60" "$second"
+expect "parameters and buffers identical on all $ranks ranks" "$second"
+echo PASS
