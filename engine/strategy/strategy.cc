@@ -18,10 +18,13 @@ BaseStrategy::BaseStrategy(EnvOptions options)
 
 void BaseStrategy::setup_env() {
   if (env_ready_) return;
-  if (options_.launcher != "none" && !dist::is_distributed()) {
+  const std::string launcher = options_.launcher == "auto"
+                                   ? dist::infer_launcher(dist::process_environment())
+                                   : options_.launcher;
+  if (launcher != "none" && !dist::is_distributed()) {
     dist::InitOptions init;
     init.timeout = options_.timeout;
-    dist::init_dist(options_.launcher, options_.backend, init);
+    dist::init_dist(launcher, options_.backend, init);
   }
   shared_seed_ = options_.seed ? *options_.seed : dist::sync_random_seed();
   seed_ = shared_seed_ + (options_.diff_rank_seed ? dist::get_rank() : 0);

@@ -22,7 +22,8 @@ namespace engine::strategy {
 struct EnvOptions {
   // "none": use the process as it is (one process, or a rank whose engine
   // context is already set up, such as a simulator rank); "pytorch", "mpi",
-  // "slurm": init_dist with `backend` unless already initialised.
+  // "slurm": init_dist with `backend` unless already initialised; "auto":
+  // infer_launcher from the environment (mmengine's runner does the same).
   std::string launcher = "none";
   std::string backend = "gloo";
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
