@@ -1,0 +1,148 @@
+// The DDP step benchmark: one training step (forward, backward with the
+// reducer's overlapped all_reduces, SGD step) of an MLP through
+// MMDistributedDataParallel, batch 64 per rank, one intra-op thread per rank.
+// Rank 0 prints one line: the median step time over --steps steps after
+// --warmup. Its peer is torch_ddp_peer.py (PyTorch's Python DDP, same model).
+//
+//   engine-launch --nproc-per-node 2 ddp_step --backend gloo --model small
+//   mpirun -n 2 ddp_step --backend mpi --model large
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "engine/dist/dist.h"
+#include "engine/model/wrappers/distributed_data_parallel.h"
+#include "engine/optim/optim_wrapper.h"
+
+namespace {
+
+struct Args {
+  std::string backend = "gloo";
+  std::string model = "small";
+  int64_t batch = 64;
+  int steps = 30;
+  int warmup = 5;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::cerr << "ddp_step: " << problem << "\n"
+            << "usage: ddp_step [--backend gloo|mpi] [--model small|large] [--batch N]\n"
+            << "                [--steps N] [--warmup N]   (under engine-launch or mpirun)\n";
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) usage("missing value after " + flag);
+    const std::string value = argv[++i];
+    if (flag == "--backend") {
+      args.backend = value;
+    } else if (flag == "--model") {
+      args.model = value;
+    } else if (flag == "--batch") {
+      args.batch = std::stoll(value);
+    } else if (flag == "--steps") {
+      args.steps = std::stoi(value);
+    } else if (flag == "--warmup") {
+      args.warmup = std::stoi(value);
+    } else {
+      usage("unknown flag " + flag);
+    }
+  }
+  if (args.model != "small" && args.model != "large") usage("--model is small or large");
+  return args;
+}
+
+// small: 1024 -> 3 x (1024 -> 1024) -> 10, 3.16M parameters.
+// large: 2048 -> 6 x (2048 -> 2048) -> 10, 25.2M parameters.
+// torch_ddp_peer.py builds the same layers.
+struct Shape {
+  int64_t width;
+  int hidden_layers;
+};
+
+Shape shape_of(const std::string& model) {
+  return model == "small" ? Shape{1024, 3} : Shape{2048, 6};
+}
+
+class Mlp : public engine::model::BaseModel {
+ public:
+  explicit Mlp(Shape shape) {
+    for (int i = 0; i < shape.hidden_layers; ++i) {
+      layers_->push_back(torch::nn::Linear(shape.width, shape.width));
+      layers_->push_back(torch::nn::ReLU());
+    }
+    layers_->push_back(torch::nn::Linear(shape.width, 10));
+    register_module("layers", layers_);
+  }
+  engine::model::TensorDict forward(const engine::model::TensorDict& data,
+                                    engine::model::ForwardMode) override {
+    const at::Tensor logits = layers_->forward(data.at("inputs"));
+    return {{"loss", torch::nn::functional::cross_entropy(logits, data.at("labels"))}};
+  }
+
+ private:
+  torch::nn::Sequential layers_;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  at::set_num_threads(1);
+  namespace dist = engine::dist;
+  try {
+    dist::init_dist(args.backend == "mpi" ? "mpi" : "pytorch", args.backend);
+    const Shape shape = shape_of(args.model);
+    auto model = std::make_shared<Mlp>(shape);
+    engine::model::MMDistributedDataParallel ddp(model);
+    engine::optim::OptimWrapper optim(
+        std::make_shared<torch::optim::SGD>(ddp.parameters(), torch::optim::SGDOptions(0.01)));
+    int64_t parameters = 0;
+    for (const auto& p : ddp.parameters()) parameters += p.numel();
+    const engine::model::TensorDict batch = {{"inputs", at::randn({args.batch, shape.width})},
+                                             {"labels", at::randint(10, {args.batch}, at::kLong)}};
+    std::vector<double> times;
+    for (int step = 0; step < args.warmup + args.steps; ++step) {
+      dist::barrier();
+      const auto start = std::chrono::steady_clock::now();
+      ddp.train_step(batch, optim);
+      const std::chrono::duration<double, std::milli> took =
+          std::chrono::steady_clock::now() - start;
+      if (step >= args.warmup) times.push_back(took.count());
+    }
+    // The slowest rank's median is the job's step time.
+    at::Tensor step_ms = at::tensor({median(times)}, at::kDouble);
+    dist::all_reduce(step_ms, "max");
+    const double ms = step_ms.item<double>();
+    const int ranks = dist::get_world_size();
+    if (dist::is_main_process()) {
+      std::printf("ours   %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f\n",
+                  args.backend.c_str(), args.model.c_str(), parameters / 1e6, ranks, ms,
+                  1000.0 * args.batch * ranks / ms);
+    }
+  } catch (const std::exception& error) {
+    std::cerr << "ddp_step: " << error.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,66 @@
+"""The peer of ddp_step: PyTorch's Python DistributedDataParallel (Debian's
+python3-torch) on the same MLP, batch, thread count and timing rule (median
+step after warmup, barrier before each step, slowest rank's median). Run
+under a launcher that sets torchrun's variables:
+
+    engine-launch --nproc-per-node 2 /usr/bin/python3 tools/bench/torch_ddp_peer.py --model small
+"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+SHAPES = {"small": (1024, 3), "large": (2048, 6)}  # as ddp_step_main.cc
+
+
+def mlp(width, hidden_layers):
+    layers = []
+    for _ in range(hidden_layers):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    layers.append(nn.Linear(width, 10))
+    return nn.Sequential(*layers)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--backend", default="gloo")
+    parser.add_argument("--model", default="small", choices=sorted(SHAPES))
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group(args.backend)
+    width, hidden_layers = SHAPES[args.model]
+    model = nn.parallel.DistributedDataParallel(mlp(width, hidden_layers))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    parameters = sum(p.numel() for p in model.parameters())
+    inputs = torch.randn(args.batch, width)
+    labels = torch.randint(10, (args.batch,))
+    times = []
+    for step in range(args.warmup + args.steps):
+        dist.barrier()
+        start = time.perf_counter()
+        loss = F.cross_entropy(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        took = (time.perf_counter() - start) * 1000
+        if step >= args.warmup:
+            times.append(took)
+    step_ms = torch.tensor([statistics.median_low(sorted(times))], dtype=torch.float64)
+    dist.all_reduce(step_ms, op=dist.ReduceOp.MAX)
+    ms = step_ms.item()
+    n = dist.get_world_size()
+    if dist.get_rank() == 0:
+        print("python %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f"
+              % (args.backend, args.model, parameters / 1e6, n, ms, 1000.0 * args.batch * n / ms),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
