@@ -82,6 +82,15 @@ bool ConfigReader::holds<std::vector<int64_t>>(const Json& value) {
   return true;
 }
 
+template <>
+bool ConfigReader::holds<std::vector<double>>(const Json& value) {
+  if (!value.is_array()) return false;
+  for (const auto& item : value) {
+    if (!item.is_number()) return false;
+  }
+  return true;
+}
+
 ConfigReader::ConfigReader(const Json& config, std::string section)
     : config_(config), section_(std::move(section)) {
   if (!config_.is_object()) fail("must be a JSON object, not " + config_.dump());
@@ -111,15 +120,4 @@ void ConfigReader::fail(const std::string& what) const {
   throw ConfigError(dist::on_rank(dist::get_rank(), "config " + section_ + " " + what));
 }
 
-}  // namespace engine::registry
-
-namespace engine::registry {
-template <>
-bool ConfigReader::holds<std::vector<double>>(const Json& value) {
-  if (!value.is_array()) return false;
-  for (const auto& item : value) {
-    if (!item.is_number()) return false;
-  }
-  return true;
-}
 }  // namespace engine::registry

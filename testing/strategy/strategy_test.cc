@@ -11,6 +11,8 @@
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
+#include "engine/model/wrappers/separate_distributed_data_parallel.h"
+#include "engine/model/wrappers/wrapper_registry.h"
 #include "examples/classifier.h"
 #include "testing/harness.h"
 
@@ -96,6 +98,23 @@ TEST(StrategyTest, DdpPrepareWrapsOnceWithMmengineDefaultsAndConvertsBatchNorm) 
     auto* norm = model->named_modules()["norm"]->as<engine::model::BatchNormImpl>();
     ASSERT_NE(norm, nullptr);
     EXPECT_TRUE(norm->is_sync());
+  });
+}
+
+TEST(StrategyTest, TheSeparateWrapperIsBuiltByName) {
+  EXPECT_EQ(
+      engine::model::model_wrappers().names(),
+      (std::vector<std::string>{"MMDistributedDataParallel", "MMSeparateDistributedDataParallel"}));
+  harness::run_ranks(2, [](int) {
+    auto strategy = strategies().build(
+        {{"type", "DDPStrategy"},
+         {"seed_process_generator", false},
+         {"model_wrapper", {{"type", "MMSeparateDistributedDataParallel"}, {"bucket_cap_mb", 1}}}});
+    const auto& prepared = strategy->prepare(small_model(1), kOptim);
+    auto* separate =
+        dynamic_cast<engine::model::MMSeparateDistributedDataParallel*>(prepared.model.get());
+    ASSERT_NE(separate, nullptr);
+    EXPECT_EQ(separate->reducers().size(), 3u);  // hidden, norm, output
   });
 }
 
