@@ -1,0 +1,60 @@
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "testing/model/nets.h"
+
+// The DDP equivalence property's cases and its two sides, shared by the
+// simulator suite and the process suite (testing/process).
+namespace ddp_cases {
+
+using Snapshots = std::vector<std::map<std::string, at::Tensor>>;
+
+struct TrainingCase {
+  nets::NetSpec spec;
+  int world_size = 1;
+  int64_t batch = 1;
+  int iterations = 1;
+  int64_t accumulative_counts = 1;
+  int64_t bucket_cap_bytes = 1;
+  bool gradient_as_bucket_view = false;
+  bool find_unused_parameters = false;
+  std::vector<std::vector<std::vector<bool>>> used_heads;  // [iteration][rank][head]
+  uint64_t seed = 0;
+};
+
+void showValue(const TrainingCase& c, std::ostream& os);
+
+// Random cases; `world_size` fixes the rank count (processes), else 1-4.
+rc::Gen<TrainingCase> training_case(std::optional<int> world_size = std::nullopt);
+
+// The initial network every side starts from, the same in every process.
+std::shared_ptr<nets::TestNet> initial_net(const TrainingCase& c);
+
+// One rank under MMDistributedDataParallel (only rank 0 starts from
+// `initial`: the wrapper must broadcast it); parameters after each step.
+Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int rank);
+
+// One process on the concatenated batch of all ranks.
+Snapshots train_serial(const TrainingCase& c, nets::TestNet& initial);
+
+// Tolerance: float64 throughout; DDP and the serial run differ only in the
+// order in which per-sample gradient terms are summed and in dividing each
+// rank's share by N before the sum: a few ulps (1e-16 relative) per step,
+// over at most six SGD steps of lr 0.1 on values of order 1. 1e-9 leaves a
+// millionfold margin, while any real fault (a missing average, a stale or
+// misplaced bucket slot, an unsynced step) shows at 1e-3 or more.
+constexpr double kTolerance = 1e-9;
+
+// The first parameter (by iteration) where `got` is off `expected` by more
+// than the tolerance, described; nullopt when none is.
+std::optional<std::string> first_departure(const Snapshots& expected, const Snapshots& got,
+                                           const std::string& who);
+
+}  // namespace ddp_cases

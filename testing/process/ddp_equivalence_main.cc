@@ -1,0 +1,80 @@
+// The DDP equivalence property in N real processes: every rank draws the same
+// cases from the same RapidCheck seed (RC_PARAMS, set alike for all ranks by
+// the run script), trains its share under MMDistributedDataParallel and the
+// serial reference on the concatenated batch, and the ranks agree on each
+// verdict (an all_reduce) so that RapidCheck shrinks the same way on all.
+//   ddp_equivalence_main BACKEND      (under mpirun or engine-launch)
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <rapidcheck.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "engine/dist/dist.h"
+#include "testing/model/ddp_cases.h"
+
+namespace {
+
+namespace dist = engine::dist;
+
+// Rank 0's parameters after every step, compared bit for bit on each rank.
+std::optional<std::string> differs_from_rank0(const ddp_cases::Snapshots& mine) {
+  for (size_t it = 0; it < mine.size(); ++it) {
+    for (const auto& [name, value] : mine[it]) {
+      at::Tensor first = value.clone();
+      dist::broadcast(first, 0);
+      if (!at::equal(first, value)) {
+        return "iteration " + std::to_string(it) + " " + name + ": rank " +
+               std::to_string(dist::get_rank()) + " differs from rank 0";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// True when every rank passed.
+bool agreed(bool passed) {
+  at::Tensor failures = at::tensor({passed ? 0 : 1}, at::kInt);
+  dist::all_reduce(failures);
+  return failures.item<int>() == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: ddp_equivalence_main BACKEND (under a launcher)\n";
+    return 2;
+  }
+  const std::string backend = argv[1];
+  at::set_num_threads(1);
+  try {
+    dist::InitOptions init;
+    init.timeout = std::chrono::seconds(60);  // a desync fails the test, never hangs it
+    dist::init_dist(backend == "mpi" ? "mpi" : "pytorch", backend, init);
+    const int world_size = dist::get_world_size();
+    const int rank = dist::get_rank();
+    const bool passed =
+        rc::check("DDP in " + std::to_string(world_size) + " processes on " + backend +
+                      " matches one process on the concatenated batch",
+                  [&] {
+                    const auto c = *ddp_cases::training_case(world_size);
+                    auto initial = ddp_cases::initial_net(c);
+                    const auto expected = ddp_cases::train_serial(c, *initial);
+                    const auto mine = ddp_cases::train_rank(c, *initial, rank);
+                    auto problem = ddp_cases::first_departure(
+                        expected, mine, "rank " + std::to_string(rank) + " against the serial run");
+                    if (!problem) problem = differs_from_rank0(mine);
+                    if (problem) std::cerr << *problem << "\n";  // the launcher prefixes the rank
+                    RC_ASSERT(agreed(!problem));
+                  });
+    dist::barrier();
+    return passed ? 0 : 1;
+  } catch (const std::exception& error) {
+    std::cerr << "[rank ?] ddp_equivalence_main: " << error.what() << "\n";
+    return 1;
+  }
+}
