@@ -12,7 +12,7 @@ bazel build //tools/bench:ddp_step //tools/launch:engine-launch
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 export OMPI_MCA_mpi_yield_when_idle=1  # more ranks than cores
 launch() { bazel-bin/tools/launch/engine-launch --nproc-per-node "$1" "${@:2}" | sed 's/^\[rank 0\] //'; }
-echo "# $(date -u +%F) nproc=$(nproc) cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
+echo "# $(date -u +%F) nproc=$(nproc --all) cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
 for model in small large; do
   for ranks in "${ranks_list[@]}"; do
     launch "$ranks" bazel-bin/tools/bench/ddp_step --backend gloo --model "$model"
