@@ -11,12 +11,6 @@ namespace {
 using engine::registry::ConfigReader;
 using engine::registry::Json;
 
-Json section(ConfigReader& config, const std::string& key) {
-  const auto value = config.object(key);
-  if (!value) config.fail("lacks the required key \"" + key + "\"");
-  return *value;
-}
-
 engine::runner::RunnerOptions runner_options(const Json& train, const DemoOverrides& overrides) {
   ConfigReader config(train, "train");
   engine::runner::RunnerOptions options;
@@ -61,24 +55,24 @@ void check_identical_parameters(engine::model::BaseModel& model) {
 
 engine::runner::RunResult run_demo(const Json& config, const DemoOverrides& overrides) {
   ConfigReader top(config, "file");
-  Json strategy_config = section(top, "strategy");
+  Json strategy_config = top.require<Json>("strategy");
   if (overrides.launcher) strategy_config["launcher"] = *overrides.launcher;
   if (overrides.backend) strategy_config["backend"] = *overrides.backend;
   if (overrides.shares_process) strategy_config["seed_process_generator"] = false;
   auto strategy = engine::strategy::strategies().build(strategy_config);
   strategy->setup_env();
 
-  ConfigReader model_config(section(top, "model"), "model");
+  ConfigReader model_config(top.require<Json>("model"), "model");
   auto model =
       std::make_shared<Classifier>(classifier_options(model_config), strategy->generator());
-  ConfigReader train_data(section(top, "train_data"), "train_data");
-  ConfigReader val_data(section(top, "val_data"), "val_data");
+  ConfigReader train_data(top.require<Json>("train_data"), "train_data");
+  ConfigReader val_data(top.require<Json>("val_data"), "val_data");
   const uint64_t centres = static_cast<uint64_t>(strategy->shared_seed());
   auto train_set = std::make_shared<Blobs>(blobs_options(train_data), centres);
   auto val_set = std::make_shared<Blobs>(blobs_options(val_data), centres);
-  const Json optim_wrapper = section(top, "optim_wrapper");
+  const Json optim_wrapper = top.require<Json>("optim_wrapper");
   const auto scheduler = top.object("param_scheduler");
-  const auto options = runner_options(section(top, "train"), overrides);
+  const auto options = runner_options(top.require<Json>("train"), overrides);
   top.finish();
 
   engine::runner::Runner runner(strategy, model, optim_wrapper, scheduler, train_set, val_set,

@@ -11,8 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
-#include <vector>
 
 #include "engine/dist/pickle.h"
 
@@ -124,16 +122,16 @@ void save_file(const std::string& path, const c10::IValue& content,
 }
 
 c10::IValue load_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail(path, "cannot open it (" + std::string(std::strerror(errno)) + ")");
-  const std::vector<char> data((std::istreambuf_iterator<char>(in)),
-                               std::istreambuf_iterator<char>());
+  const auto file_size = static_cast<size_t>(in.tellg());
+  in.seekg(0);
   Header header{};
-  if (data.size() < sizeof(header)) {
-    fail(path, "truncated: " + std::to_string(data.size()) + " bytes, shorter than the " +
+  if (file_size < sizeof(header)) {
+    fail(path, "truncated: " + std::to_string(file_size) + " bytes, shorter than the " +
                    std::to_string(sizeof(header)) + "-byte header");
   }
-  std::memcpy(&header, data.data(), sizeof(header));
+  in.read(reinterpret_cast<char*>(&header), sizeof(header));
   if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
     fail(path, "not a dist-engine checkpoint (wrong magic bytes)");
   }
@@ -141,18 +139,21 @@ c10::IValue load_file(const std::string& path) {
     fail(path, "format version " + std::to_string(header.version) + ", this build reads " +
                    std::to_string(kVersion));
   }
-  const size_t payload_size = data.size() - sizeof(header);
+  const size_t payload_size = file_size - sizeof(header);
   if (payload_size != header.payload_size) {
     fail(path, (payload_size < header.payload_size ? "truncated: " : "trailing bytes: ") +
                    std::to_string(payload_size) + " payload bytes where the header says " +
                    std::to_string(header.payload_size));
   }
-  const char* payload = data.data() + sizeof(header);
+  // Read once, straight into the tensor the unpickler takes.
+  at::Tensor bytes = at::empty({static_cast<int64_t>(payload_size)}, at::kByte);
+  char* payload = static_cast<char*>(bytes.data_ptr());
+  if (!in.read(payload, static_cast<std::streamsize>(payload_size))) {
+    fail(path, "read failed after the header (" + std::string(std::strerror(errno)) + ")");
+  }
   if (checksum(payload, payload_size) != header.crc32) {
     fail(path, "corrupt: the CRC-32 of its contents does not match the header");
   }
-  at::Tensor bytes = at::empty({static_cast<int64_t>(payload_size)}, at::kByte);
-  std::memcpy(bytes.data_ptr(), payload, payload_size);
   try {
     return dist::unpickle(bytes, "checkpoint " + path);
   } catch (const dist::DistError& error) {

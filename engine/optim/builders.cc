@@ -87,16 +87,15 @@ std::shared_ptr<OptimWrapper> build_optim_wrapper(const registry::Json& config,
   const auto type = reader.get<std::string>("type", "OptimWrapper");
   if (type != "OptimWrapper")
     reader.fail("has the unknown type \"" + type + "\"; known types: OptimWrapper");
-  const auto optimizer_config = reader.object("optimizer");
-  if (!optimizer_config) reader.fail("lacks the required key \"optimizer\"");
+  const auto optimizer_config = reader.require<registry::Json>("optimizer");
   OptimWrapperOptions options;
   options.accumulative_counts = reader.get<int64_t>("accumulative_counts", 1);
   if (options.accumulative_counts < 1)
     reader.fail("key \"accumulative_counts\" must be at least 1");
   options.clip_grad = clip_grad(reader);
   reader.finish();
-  return std::make_shared<OptimWrapper>(
-      optimizers().build(*optimizer_config, std::move(parameters)), options);
+  return std::make_shared<OptimWrapper>(optimizers().build(optimizer_config, std::move(parameters)),
+                                        options);
 }
 
 }  // namespace engine::optim

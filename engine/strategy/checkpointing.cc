@@ -16,8 +16,6 @@ namespace {
 
 using Dict = c10::impl::GenericDict;
 
-Dict new_dict() { return Dict(c10::StringType::get(), c10::AnyType::get()); }
-
 // LibTorch's archives go through TorchScript's serializer, whose type caches
 // are not safe for concurrent use by ranks sharing a process.
 std::mutex& archive_mutex() {
@@ -46,6 +44,11 @@ void load_optimizer(optim::OptimWrapper& wrapper, const at::Tensor& bytes) {
   wrapper.load(archive);
 }
 
+// Every rank's `mine`, stacked in rank order (collective when distributed).
+at::Tensor rows_of_all_ranks(const at::Tensor& mine) {
+  return dist::is_distributed() ? at::stack(dist::all_gather(mine)) : mine.unsqueeze(0);
+}
+
 // Every rank's state of `generator` as the rows of one tensor.
 at::Tensor gathered_state(at::Generator& generator) {
   at::Tensor state;
@@ -53,8 +56,7 @@ at::Tensor gathered_state(at::Generator& generator) {
     std::lock_guard<std::mutex> lock(generator.mutex());
     state = generator.get_state();
   }
-  if (!dist::is_distributed()) return state.unsqueeze(0);
-  return at::stack(dist::all_gather(state));
+  return rows_of_all_ranks(state);
 }
 
 void restore_row(at::Generator& generator, const at::Tensor& rows) {
@@ -65,13 +67,12 @@ void restore_row(at::Generator& generator, const at::Tensor& rows) {
 // Stopped inside an accumulation group, the gradients summed so far are part
 // of the state, and each rank's differ (no sync before the group ends).
 Dict pending_gradients(torch::nn::Module& module, const optim::OptimWrapper& wrapper) {
-  Dict out = new_dict();
+  Dict out = empty_extra();
   if (wrapper.should_update()) return out;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const at::Tensor& grad = item.value().grad();
     const at::Tensor mine = grad.defined() ? grad.detach() : at::zeros_like(item.value());
-    out.insert(item.key(),
-               dist::is_distributed() ? at::stack(dist::all_gather(mine)) : mine.unsqueeze(0));
+    out.insert(item.key(), rows_of_all_ranks(mine));
   }
   return out;
 }
@@ -123,7 +124,7 @@ void on_first_rank_for_all(const std::function<void()>& write) {
 }  // namespace
 
 Dict BaseStrategy::rng_states() {
-  Dict states = new_dict();
+  Dict states = empty_extra();
   states.insert("engine", gathered_state(generator_));
   if (options_.seed_process_generator) {
     auto process_generator = at::detail::getDefaultCPUGenerator();
@@ -156,7 +157,7 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
   const Dict rng = rng_states();
   const Dict gradients = pending_gradients(module(), *parts.optim_wrapper);
   on_first_rank_for_all([&] {
-    Dict meta = new_dict();
+    Dict meta = empty_extra();
     meta.insert("iter", progress.iter);
     meta.insert("epoch", progress.epoch);
     meta.insert("seed", seed_);
@@ -164,7 +165,7 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
     c10::Dict<std::string, at::Tensor> weights;
     for (const auto& item : checkpoint::state_dict(module()))
       weights.insert(item.first, item.second);
-    Dict content = new_dict();
+    Dict content = empty_extra();
     content.insert("meta", meta);
     content.insert("state_dict", weights);
     content.insert("optimizer", optimizer_bytes(*parts.optim_wrapper));

@@ -72,8 +72,10 @@ std::shared_ptr<model::BaseModel> SingleDeviceStrategy::wrap_model(
 DDPStrategy::DDPStrategy(EnvOptions env, DDPStrategyOptions options)
     : BaseStrategy(std::move(env)), options_(std::move(options)) {
   if (options_.sync_bn && *options_.sync_bn != "torch") {
-    throw registry::ConfigError("DDPStrategy: sync_bn \"" + *options_.sync_bn +
-                                "\" is not supported; the only value is \"torch\"");
+    throw registry::ConfigError(dist::on_rank(dist::get_rank(),
+                                              "DDPStrategy: key \"sync_bn\" must be \"torch\" "
+                                              "(the engine's SyncBatchNorm), not \"" +
+                                                  *options_.sync_bn + "\""));
   }
 }
 

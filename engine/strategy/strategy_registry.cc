@@ -31,10 +31,6 @@ void add_builtin_strategies(StrategyRegistry& registry) {
     DDPStrategyOptions options;
     options.model_wrapper = config.get("model_wrapper", options.model_wrapper);
     options.sync_bn = config.get_optional<std::string>("sync_bn");
-    if (options.sync_bn && *options.sync_bn != "torch") {
-      config.fail("key \"sync_bn\" must be \"torch\" (the engine's SyncBatchNorm), not \"" +
-                  *options.sync_bn + "\"");
-    }
     return std::make_shared<DDPStrategy>(std::move(env), std::move(options));
   });
 }
