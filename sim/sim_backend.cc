@@ -115,6 +115,7 @@ SimBackend::SimBackend(std::shared_ptr<WorldState> world, std::shared_ptr<GroupS
       jitter_rng_(std::move(jitter)) {}
 
 CallRecord SimBackend::record(const char* kind, const at::Tensor& like) {
+  world_->before_call(group_->global_rank(rank_), kind);
   CallRecord call;
   call.kind = kind;
   call.seq = ++seq_;

@@ -19,11 +19,13 @@ World::World(int world_size, WorldOptions options) : size_(world_size), options_
   }
 }
 
-void World::run(const std::function<void(int rank)>& body) {
+World::Outcome World::run_all(const std::function<void(int rank)>& body) {
   auto state = std::make_shared<WorldState>(size_, options_);
   std::vector<int> everyone(size_);
   std::iota(everyone.begin(), everyone.end(), 0);
   const auto world_group = state->group("world", everyone);
+  Outcome outcome;
+  outcome.errors.resize(size_);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size_; ++rank) {
     threads.emplace_back([&, rank] {
@@ -35,12 +37,53 @@ void World::run(const std::function<void(int rank)>& body) {
         body(rank);
         state->rank_exited(rank);
       } catch (...) {
+        outcome.errors[rank] = std::current_exception();
         state->rank_failed(rank, std::current_exception());
       }
     });
   }
   for (auto& thread : threads) thread.join();
-  if (state->first_failure()) std::rethrow_exception(state->first_failure());
+  outcome.root_cause = state->first_failure();
+  return outcome;
+}
+
+void World::run(const std::function<void(int rank)>& body) {
+  const Outcome outcome = run_all(body);
+  if (outcome.root_cause) std::rethrow_exception(outcome.root_cause);
+}
+
+const char* error_kind(const std::exception_ptr& error) {
+  if (!error) return "ok";
+  try {
+    std::rethrow_exception(error);
+  } catch (const engine::dist::Timeout&) {
+    return "Timeout";
+  } catch (const engine::dist::PeerFailure&) {
+    return "PeerFailure";
+  } catch (const engine::dist::CollectiveMismatch&) {
+    return "CollectiveMismatch";
+  } catch (const engine::dist::InvalidArgument&) {
+    return "InvalidArgument";
+  } catch (const engine::dist::DistError&) {
+    return "DistError";
+  } catch (const InjectedCrash&) {
+    return "InjectedCrash";
+  } catch (const InjectedHang&) {
+    return "InjectedHang";
+  } catch (...) {
+    return "other";
+  }
+}
+
+std::string error_message(const std::exception_ptr& error) {
+  if (!error) return "";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
 }
 
 }  // namespace sim

@@ -2,13 +2,18 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/fault_plan.h"
 
 // The simulated backend: N ranks as threads of one process.
 namespace sim {
 
 struct WorldOptions {
-  // Drives everything random in a run (today: arrival jitter). Printed in
+  // Drives everything random in a run (arrival jitter). Printed in
   // every error the simulator raises, so that a failing run can be replayed.
   uint64_t seed = 0;
   // A rank that waits longer than this for others gets a Timeout naming them.
@@ -21,6 +26,15 @@ struct WorldOptions {
   // core at once, and short waits skip the costly sleep/wake-up. Bounded, so
   // it never spins; 0 blocks at once.
   int yields_before_blocking = 64;
+  // Faults injected where ranks call the backend (see FaultPlan); printed in
+  // every simulator message.
+  FaultPlan faults;
+  // Timeouts and injected delays run on a virtual clock that jumps to the
+  // next deadline whenever no rank can go on (every rank waits in a call or
+  // an injected delay, or has finished): a 60 s timeout takes no wall time.
+  // Time in the ranks' own code does not count, so absences must come from
+  // the fault plan. `timeout` of wall-clock time still bounds every wait.
+  bool virtual_time = false;
 };
 
 // Runs one body on `world_size` thread-ranks. Each thread gets its own
@@ -36,6 +50,13 @@ class World {
   // PeerFailure), then the first failure is rethrown: the root cause.
   void run(const std::function<void(int rank)>& body);
 
+  struct Outcome {
+    std::vector<std::exception_ptr> errors;  // per rank; nullptr where the body returned
+    std::exception_ptr root_cause;           // the first failure, what run() rethrows
+  };
+  // Like run(), but returns every rank's error instead of rethrowing.
+  Outcome run_all(const std::function<void(int rank)>& body);
+
   int size() const { return size_; }
   const WorldOptions& options() const { return options_; }
 
@@ -43,5 +64,12 @@ class World {
   int size_;
   WorldOptions options_;
 };
+
+// "ok" for nullptr, else the error's type: "Timeout", "PeerFailure",
+// "CollectiveMismatch", "InvalidArgument", "DistError", "InjectedCrash",
+// "InjectedHang" or "other".
+const char* error_kind(const std::exception_ptr& error);
+// The error's message ("" for nullptr).
+std::string error_message(const std::exception_ptr& error);
 
 }  // namespace sim

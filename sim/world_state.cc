@@ -15,8 +15,10 @@ WorldState::WorldState(int size, WorldOptions options)
     : size_(size), options_(std::move(options)), ranks_(size) {}
 
 std::string WorldState::tag() const {
-  return " (sim seed=" + std::to_string(options_.seed) + ", world size " + std::to_string(size_) +
-         ")";
+  std::string tag =
+      " (sim seed=" + std::to_string(options_.seed) + ", world size " + std::to_string(size_);
+  if (!options_.faults.empty()) tag += ", faults " + options_.faults.to_string();
+  return tag + ")";
 }
 
 WorldState::InCall::InCall(WorldState& world, std::unique_lock<std::mutex>& lock, int rank,
@@ -59,8 +61,23 @@ void WorldState::check_no_failure(int rank, const CallRecord& call,
   if (first_failure_) throw peer_failure(rank, call.describe() + " on group " + group);
 }
 
-bool WorldState::can_go_on(const RankInfo& info) const {
+bool WorldState::held_back(int rank) const {
+  const RankInfo& info = ranks_[rank];
+  if (info.wake_ms != kNever) {
+    return options_.virtual_time && virtual_now_ms_ < info.wake_ms;
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank && ranks_[r].status != Status::kExited && ranks_[r].status != Status::kFailed) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool WorldState::can_go_on(int rank) const {
+  const RankInfo& info = ranks_[rank];
   if (info.status == Status::kRunning) return true;
+  if (info.status == Status::kHeld) return !held_back(rank);
   if (info.status != Status::kBlocked) return false;
   const Wait& w = *info.wait;
   return w.ready() || first_failure_ || info.deadlock_epoch != deadlock_epoch_ ||
@@ -69,21 +86,54 @@ bool WorldState::can_go_on(const RankInfo& info) const {
 
 bool WorldState::everyone_stuck() const {
   bool anyone_blocked = false;
-  for (const auto& info : ranks_) {
-    if (can_go_on(info)) return false;
-    anyone_blocked |= info.status == Status::kBlocked;
+  for (int r = 0; r < size_; ++r) {
+    if (can_go_on(r) || ranks_[r].status == Status::kHeld) return false;
+    anyone_blocked |= ranks_[r].status == Status::kBlocked;
   }
   return anyone_blocked;
+}
+
+bool WorldState::advance_clock_if_idle() {
+  int64_t next = kNever;
+  for (int r = 0; r < size_; ++r) {
+    if (can_go_on(r)) return false;
+    const RankInfo& info = ranks_[r];
+    if (info.status == Status::kBlocked) next = std::min(next, info.deadline_ms);
+    if (info.status == Status::kHeld) next = std::min(next, info.wake_ms);
+  }
+  if (next == kNever || next <= virtual_now_ms_) return false;
+  virtual_now_ms_ = next;
+  notify();
+  return true;
+}
+
+WorldState::Deadline WorldState::start_deadline(RankInfo& info,
+                                                std::chrono::milliseconds timeout) const {
+  const auto wall_now = std::chrono::steady_clock::now();
+  const auto wall_room = std::chrono::steady_clock::time_point::max() - wall_now;
+  info.deadline_ms =
+      timeout.count() >= kNever - virtual_now_ms_ ? kNever : virtual_now_ms_ + timeout.count();
+  return Deadline{timeout >= wall_room ? std::chrono::steady_clock::time_point::max()
+                                       : wall_now + timeout};
+}
+
+bool WorldState::Deadline::expired(const WorldState& world, const RankInfo& info) const {
+  if (world.options_.virtual_time && world.virtual_now_ms_ >= info.deadline_ms) return true;
+  return std::chrono::steady_clock::now() >= wall;
 }
 
 std::string WorldState::describe_rank(int rank) const {
   const std::string who = "rank " + std::to_string(rank);
   const std::string where = this->where(rank);
-  switch (ranks_[rank].status) {
+  const RankInfo& info = ranks_[rank];
+  switch (info.status) {
     case Status::kRunning:
       return who + " is running its own code (" + where + ")";
     case Status::kBlocked:
       return who + " waits in " + where;
+    case Status::kHeld:
+      return who + " is held back by the fault plan (" + FaultPlan{{*info.fault}}.to_string() +
+             ") at its call #" + std::to_string(info.calls) + " (" + where + ")";
     case Status::kExited:
       return who + " has returned from its body (" + where + ")";
     case Status::kFailed:
@@ -134,22 +184,24 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
   if (everyone_stuck()) declare_deadlock();
   if (yield_until_change(lock, w)) return;
   const auto timeout = std::min(w.timeout, options_.timeout);
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  Deadline deadline = start_deadline(me, timeout);
   while (!w.ready()) {
-    if (first_failure_) {
-      fail_wait(w, std::make_exception_ptr(peer_failure(w.rank, where(w.rank))));
-    }
+    // A timeout shared by the waiters wins over the failure it causes: a
+    // waiter that timed out first may already have ended its rank.
     if (w.abandoned && !w.abandoned->empty()) {
       fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, *w.abandoned))));
+    }
+    if (first_failure_) {
+      fail_wait(w, std::make_exception_ptr(peer_failure(w.rank, where(w.rank))));
     }
     if (deadlock_epoch_ != epoch) {
       fail_wait(w, std::make_exception_ptr(
                        engine::dist::CollectiveMismatch(on_rank(w.rank, deadlock_message_))));
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (deadline.expired(*this, me)) {
       const std::vector<int> missing = w.missing();
       if (missing.empty()) {  // everyone arrived; the last one is still moving data
-        deadline = std::chrono::steady_clock::now() + timeout;
+        deadline = start_deadline(me, timeout);
         continue;
       }
       const std::string message = timeout_message(w, missing, timeout);
@@ -157,7 +209,8 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
       notify();
       fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, message))));
     }
-    cv_.wait_until(lock, deadline);
+    if (options_.virtual_time && advance_clock_if_idle()) continue;
+    cv_.wait_until(lock, deadline.wall);
   }
   me.status = Status::kRunning;
   me.wait = nullptr;
@@ -176,16 +229,61 @@ void WorldState::rank_exited(int rank) {
   std::lock_guard<std::mutex> lock(mutex_);
   ranks_[rank].status = Status::kExited;
   if (everyone_stuck()) declare_deadlock();
+  notify();  // a rank held until the others finish may go on
 }
 
-void WorldState::rank_failed(int rank, std::exception_ptr error) {
-  std::lock_guard<std::mutex> lock(mutex_);
+void WorldState::mark_failed(int rank, std::exception_ptr error) {
   ranks_[rank].status = Status::kFailed;
   if (!first_failure_) {
     first_failure_ = error;
     failed_rank_ = rank;
   }
   notify();
+}
+
+void WorldState::rank_failed(int rank, std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  mark_failed(rank, std::move(error));
+}
+
+void WorldState::hold(std::unique_lock<std::mutex>& lock, int rank, const Fault& fault) {
+  RankInfo& me = ranks_[rank];
+  me.status = Status::kHeld;
+  me.fault = &fault;
+  const bool hang = fault.kind == Fault::Kind::kNeverArrive;
+  me.wake_ms = hang ? kNever : virtual_now_ms_ + fault.delay.count();
+  notify();  // waiters may now find the whole world idle
+  if (!hang && !options_.virtual_time) {
+    lock.unlock();
+    std::this_thread::sleep_for(fault.delay);
+    lock.lock();
+  }
+  while (held_back(rank)) {
+    if (options_.virtual_time && advance_clock_if_idle()) continue;
+    cv_.wait_for(lock, options_.timeout);
+  }
+  me.status = Status::kRunning;
+  me.fault = nullptr;
+  me.wake_ms = kNever;
+}
+
+void WorldState::before_call(int rank, const char* kind) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t call = ++ranks_[rank].calls;
+  const Fault* fault = options_.faults.find(rank, call);
+  if (!fault) return;
+  const std::string what = "at its call #" + std::to_string(call) + " (" + kind +
+                           ") as the fault plan says (" + FaultPlan{{*fault}}.to_string() + ")";
+  if (fault->kind == Fault::Kind::kCrash) {
+    const InjectedCrash crash(on_rank(rank, "crashed " + what + tag()));
+    mark_failed(rank, std::make_exception_ptr(crash));
+    throw crash;
+  }
+  hold(lock, rank, *fault);
+  if (fault->kind == Fault::Kind::kNeverArrive) {
+    throw InjectedHang(
+        on_rank(rank, "never arrived " + what + "; every other rank has finished" + tag()));
+  }
 }
 
 std::shared_ptr<GroupState> WorldState::group(const std::string& key,

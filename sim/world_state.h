@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <map>
@@ -71,6 +73,12 @@ class WorldState {
     cv_.notify_all();
   }
 
+  // Applies the fault plan where `rank` starts a call of `kind` (without
+  // the lock): counts the call, then crashes the rank (throws InjectedCrash,
+  // after marking it failed so that the others fail fast), delays it, or
+  // holds it until every other rank finished (then throws InjectedHang).
+  void before_call(int rank, const char* kind);
+
   // Throws PeerFailure if some rank failed (with the lock held).
   void check_no_failure(int rank, const CallRecord& call, const std::string& group) const;
 
@@ -105,7 +113,10 @@ class WorldState {
   std::string tag() const;
 
  private:
-  enum class Status { kRunning, kBlocked, kExited, kFailed };
+  // kHeld: kept from its call by the fault plan (a delay or a hang); absent,
+  // like a rank running its own code, so never part of a deadlock.
+  enum class Status { kRunning, kBlocked, kHeld, kExited, kFailed };
+  static constexpr int64_t kNever = INT64_MAX;
   struct RankInfo {
     Status status = Status::kRunning;
     const CallRecord* call = nullptr;  // the call it is in, if any
@@ -114,12 +125,28 @@ class WorldState {
     const std::string* group = nullptr;  // that call's group name (groups outlive ranks)
     const Wait* wait = nullptr;          // while blocked
     uint64_t deadlock_epoch = 0;         // the epoch its wait began in
+    int64_t deadline_ms = kNever;        // virtual time: when its wait times out
+    int64_t wake_ms = kNever;            // kHeld: when it may go on (kNever: a hang)
+    uint64_t calls = 0;                  // calls started, as the fault plan counts them
+    const Fault* fault = nullptr;        // kHeld: the fault holding it
+  };
+  // A wait's deadline on the wall clock and, with virtual time, on the virtual one.
+  struct Deadline {
+    std::chrono::steady_clock::time_point wall;
+    bool expired(const WorldState& world, const RankInfo& info) const;
   };
 
   // The bounded yield phase of a wait (see WorldOptions::yields_before_blocking).
   // True when a barrier wait was released meanwhile; the lock is then not held.
   bool yield_until_change(std::unique_lock<std::mutex>& lock, const Wait& w);
-  bool can_go_on(const RankInfo& info) const;
+  bool can_go_on(int rank) const;
+  bool held_back(int rank) const;
+  Deadline start_deadline(RankInfo& info, std::chrono::milliseconds timeout) const;
+  // With virtual time: once no rank can go on, jumps to the earliest deadline
+  // or wake-up of a waiting or held rank and wakes everyone; true if it did.
+  bool advance_clock_if_idle();
+  void hold(std::unique_lock<std::mutex>& lock, int rank, const Fault& fault);
+  void mark_failed(int rank, std::exception_ptr error);
   bool everyone_stuck() const;
   void declare_deadlock();
   std::string where(int rank) const;
@@ -138,6 +165,7 @@ class WorldState {
   std::exception_ptr first_failure_;
   int failed_rank_ = -1;
   uint64_t deadlock_epoch_ = 0;
+  int64_t virtual_now_ms_ = 0;
   std::string deadlock_message_;
   std::map<std::string, std::shared_ptr<GroupState>> groups_;
 };

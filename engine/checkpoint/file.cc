@@ -1,18 +1,15 @@
 #include "engine/checkpoint/file.h"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 
 #include "engine/dist/pickle.h"
+#include "engine/io/atomic_file.h"
 
 namespace engine::checkpoint {
 namespace {
@@ -44,81 +41,25 @@ uint32_t checksum(const char* data, size_t size) {
   return static_cast<uint32_t>(crc);
 }
 
-void write_all(int fd, const char* data, size_t size, const std::string& path) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(path, std::string("write failed: ") + std::strerror(errno));
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
-void sync_folder(const std::filesystem::path& folder) {
-  const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;  // best effort: some filesystems cannot open folders
-  ::fsync(fd);
-  ::close(fd);
-}
-
-// Owns a file descriptor and the temporary file until it is renamed.
-class TemporaryFile {
- public:
-  explicit TemporaryFile(const std::string& final_path)
-      : path_(final_path + ".tmp." + std::to_string(::getpid())) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail(final_path, "cannot create " + path_ + ": " + std::strerror(errno));
-  }
-  ~TemporaryFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!renamed_) ::unlink(path_.c_str());
-  }
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-
-  int fd() const { return fd_; }
-  const std::string& path() const { return path_; }
-  void sync_and_close(const std::string& final_path) {
-    if (::fsync(fd_) != 0) fail(final_path, std::string("fsync failed: ") + std::strerror(errno));
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail(final_path, std::string("close failed: ") + std::strerror(errno));
-  }
-  void rename_to(const std::string& final_path) {
-    if (::rename(path_.c_str(), final_path.c_str()) != 0) {
-      fail(final_path, "cannot rename " + path_ + ": " + std::strerror(errno));
-    }
-    renamed_ = true;
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  bool renamed_ = false;
-};
-
 }  // namespace
 
 void save_file(const std::string& path, const c10::IValue& content,
                const BeforeRename& before_rename) {
   const at::Tensor payload = dist::pickle(content);
-  const char* bytes = static_cast<const char*>(payload.data_ptr());
-  const auto size = static_cast<size_t>(payload.numel());
+  const std::string_view bytes(static_cast<const char*>(payload.data_ptr()),
+                               static_cast<size_t>(payload.numel()));
   Header header{};
   std::memcpy(header.magic, kMagic, sizeof(kMagic));
   header.version = kVersion;
-  header.crc32 = checksum(bytes, size);
-  header.payload_size = size;
-
-  const std::filesystem::path final_path(path);
-  if (final_path.has_parent_path()) std::filesystem::create_directories(final_path.parent_path());
-  TemporaryFile file(path);
-  write_all(file.fd(), reinterpret_cast<const char*>(&header), sizeof(header), path);
-  write_all(file.fd(), bytes, size, path);
-  file.sync_and_close(path);
-  if (before_rename) before_rename(file.path());
-  file.rename_to(path);
-  sync_folder(final_path.parent_path());
+  header.crc32 = checksum(bytes.data(), bytes.size());
+  header.payload_size = bytes.size();
+  try {
+    io::write_atomically(
+        path, {std::string_view(reinterpret_cast<const char*>(&header), sizeof(header)), bytes},
+        before_rename);
+  } catch (const io::FileError& error) {
+    throw CheckpointError(std::string("checkpoint ") + error.what());
+  }
 }
 
 c10::IValue load_file(const std::string& path) {

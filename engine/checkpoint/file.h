@@ -2,10 +2,10 @@
 
 #include <ATen/core/ivalue.h>
 
-#include <functional>
 #include <string>
 
 #include "engine/dist/errors.h"
+#include "engine/io/atomic_file.h"
 
 // Checkpoint files: a LibTorch pickle inside a small envelope (magic,
 // format version, payload size, CRC-32), written atomically.
@@ -18,9 +18,8 @@ class CheckpointError : public dist::DistError {
   using dist::DistError::DistError;
 };
 
-// Test seam: runs after the temporary file is complete and synced, before
-// it is renamed to its final name.
-using BeforeRename = std::function<void(const std::string& temporary_path)>;
+// Test seam: see io::write_atomically.
+using BeforeRename = io::BeforeRename;
 
 // Writes `content` to `path` so that `path` holds either its old content or
 // the whole new file, never a torn one: a temporary file in the same folder,

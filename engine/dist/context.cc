@@ -18,6 +18,12 @@ std::shared_ptr<Context> make_context(std::shared_ptr<Backend> world) {
   std::iota(ranks.begin(), ranks.end(), 0);
   const int rank = world->rank();
   auto context = std::make_shared<Context>();
+  const FlightRecorderOptions options = flight_recorder_options_from_env();
+  if (options.capacity > 0) {
+    context->flight_recorder =
+        std::make_shared<FlightRecorder>(rank, world->size(), world->name(), options);
+    world = with_flight_recorder(std::move(world), context->flight_recorder);
+  }
   context->default_group = std::make_shared<Group>(std::move(world), std::move(ranks), rank);
   return context;
 }

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "engine/dist/flight_recorder.h"
 #include "engine/dist/group.h"
 
 namespace engine::dist {
@@ -16,6 +17,9 @@ namespace engine::dist {
 struct Context {
   GroupPtr default_group;
   GroupPtr local_group;
+  // Records every call on the groups above (nullptr when
+  // DIST_ENGINE_FLIGHT_SIZE=0).
+  std::shared_ptr<FlightRecorder> flight_recorder;
 };
 
 // Makes `world` (a backend spanning all ranks) the default group of the

@@ -1,0 +1,328 @@
+#include "engine/dist/flight_recorder.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <optional>
+
+#include "engine/dist/context.h"
+#include "engine/dist/errors.h"
+#include "engine/io/atomic_file.h"
+
+namespace engine::dist {
+namespace {
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// What a failure is called in the record's reason; InvalidArgument is the
+// caller's mistake, reported at once, and needs no record.
+const char* failure_kind(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const InvalidArgument&) {
+    return nullptr;
+  } catch (const Timeout&) {
+    return "timeout";
+  } catch (const CollectiveMismatch&) {
+    return "collective mismatch";
+  } catch (const PeerFailure&) {
+    return "peer failure";
+  } catch (...) {
+    return "failure";
+  }
+}
+
+// A Work whose end is stamped in the recorder when the rank sees it.
+class RecordedWork : public Work {
+ public:
+  RecordedWork(WorkPtr inner, std::shared_ptr<FlightRecorder> recorder, uint64_t id)
+      : inner_(std::move(inner)), recorder_(std::move(recorder)), id_(id) {}
+
+  bool is_completed() override {
+    const bool done = inner_->is_completed();
+    if (done) finish(inner_->exception());
+    return done;
+  }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    try {
+      inner_->wait(timeout);
+    } catch (...) {
+      finish(std::current_exception());
+      throw;
+    }
+    finish(nullptr);
+  }
+
+  std::exception_ptr exception() override { return inner_->exception(); }
+
+ private:
+  void finish(std::exception_ptr error) {
+    if (finished_) return;
+    finished_ = true;
+    recorder_->end(id_, error);
+    if (!error) return;
+    if (const char* kind = failure_kind(error)) recorder_->dump_after_failure(kind);
+  }
+
+  WorkPtr inner_;
+  std::shared_ptr<FlightRecorder> recorder_;
+  uint64_t id_;
+  bool finished_ = false;
+};
+
+class RecordingBackend : public Backend {
+ public:
+  RecordingBackend(std::shared_ptr<Backend> inner, std::shared_ptr<FlightRecorder> recorder,
+                   std::vector<int> global_ranks)
+      : inner_(std::move(inner)),
+        recorder_(std::move(recorder)),
+        global_ranks_(std::move(global_ranks)) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string name() const override { return inner_->name(); }
+
+  WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override {
+    return track(collective("all_reduce", tensor, -1, op),
+                 [&] { return inner_->all_reduce(tensor, op); });
+  }
+  WorkPtr broadcast(at::Tensor& tensor, int root) override {
+    return track(collective("broadcast", tensor, root),
+                 [&] { return inner_->broadcast(tensor, root); });
+  }
+  WorkPtr reduce(at::Tensor& tensor, int root, ReduceOp op) override {
+    return track(collective("reduce", tensor, root, op),
+                 [&] { return inner_->reduce(tensor, root, op); });
+  }
+  WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) override {
+    return track(collective("all_gather", input),
+                 [&] { return inner_->all_gather(outputs, input); });
+  }
+  WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) override {
+    return track(collective("gather", input, root),
+                 [&] { return inner_->gather(outputs, input, root); });
+  }
+  WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) override {
+    return track(collective("scatter", output, root),
+                 [&] { return inner_->scatter(output, inputs, root); });
+  }
+  WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                         ReduceOp op) override {
+    return track(collective("reduce_scatter", output, -1, op),
+                 [&] { return inner_->reduce_scatter(output, inputs, op); });
+  }
+  WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
+                     const std::vector<at::Tensor>& inputs) override {
+    return track(collective("all_to_all", inputs.empty() ? at::Tensor() : inputs[0]),
+                 [&] { return inner_->all_to_all(outputs, inputs); });
+  }
+  WorkPtr barrier() override {
+    return track(collective("barrier", at::Tensor()), [&] { return inner_->barrier(); });
+  }
+  WorkPtr send(const at::Tensor& tensor, int dst, int tag) override {
+    return track(point_to_point("send", tensor, dst),
+                 [&] { return inner_->send(tensor, dst, tag); });
+  }
+  WorkPtr recv(at::Tensor& tensor, int src, int tag) override {
+    return track(point_to_point("recv", tensor, src),
+                 [&] { return inner_->recv(tensor, src, tag); });
+  }
+
+  std::shared_ptr<Backend> split(const std::vector<int>& ranks) override {
+    std::shared_ptr<Backend> part;
+    track(collective("new_group", at::Tensor()), [&] {
+      part = inner_->split(ranks);
+      return completed_work();
+    })->wait();
+    if (!part) return nullptr;
+    std::vector<int> global;
+    for (const int r : ranks) global.push_back(global_rank(r));
+    return std::make_shared<RecordingBackend>(std::move(part), recorder_, std::move(global));
+  }
+
+ private:
+  int global_rank(int group_rank) const {
+    return group_rank >= 0 && group_rank < size() ? global_ranks_[group_rank] : -1;
+  }
+
+  FlightEntry entry(const char* kind, const at::Tensor& like, uint64_t seq) const {
+    FlightEntry e;
+    e.kind = kind;
+    e.seq = seq;
+    e.group = global_ranks_;
+    if (like.defined()) {
+      e.dtype = c10::toString(like.scalar_type());
+      e.shape = like.sizes().vec();
+      e.bytes = static_cast<int64_t>(like.nbytes());
+    }
+    return e;
+  }
+
+  FlightEntry collective(const char* kind, const at::Tensor& like, int root = -1,
+                         std::optional<ReduceOp> op = std::nullopt) {
+    FlightEntry e = entry(kind, like, ++collective_seq_);
+    e.root = root < 0 ? -1 : global_rank(root);
+    if (op) e.op = reduce_op_name(*op);
+    return e;
+  }
+
+  FlightEntry point_to_point(const char* kind, const at::Tensor& like, int peer) {
+    FlightEntry e = entry(kind, like, ++point_to_point_seq_);
+    e.peer = global_rank(peer);
+    return e;
+  }
+
+  WorkPtr track(FlightEntry e, const std::function<WorkPtr()>& start) {
+    const uint64_t id = recorder_->begin(std::move(e));
+    WorkPtr work;
+    try {
+      work = start();
+    } catch (...) {
+      RecordedWork(completed_work(std::current_exception()), recorder_, id).is_completed();
+      throw;
+    }
+    return std::make_shared<RecordedWork>(std::move(work), recorder_, id);
+  }
+
+  std::shared_ptr<Backend> inner_;
+  std::shared_ptr<FlightRecorder> recorder_;
+  std::vector<int> global_ranks_;
+  uint64_t collective_seq_ = 0;
+  uint64_t point_to_point_seq_ = 0;
+};
+
+FlightRecorder& current_recorder() {
+  Context* context = current_context();
+  if (!context) {
+    throw InvalidArgument("the flight recorder needs an initialised rank: call init_dist first");
+  }
+  if (!context->flight_recorder) {
+    throw InvalidArgument(on_rank(context->default_group->my_global_rank(),
+                                  "the flight recorder is off (DIST_ENGINE_FLIGHT_SIZE=0); "
+                                  "set it to how many calls to keep"));
+  }
+  return *context->flight_recorder;
+}
+
+}  // namespace
+
+FlightRecorderOptions flight_recorder_options_from_env() {
+  FlightRecorderOptions options;
+  if (const char* size = std::getenv("DIST_ENGINE_FLIGHT_SIZE")) {
+    char* end = nullptr;
+    const long long value = std::strtoll(size, &end, 10);
+    if (*size == '\0' || *end != '\0' || value < 0) {
+      throw InvalidArgument(std::string("DIST_ENGINE_FLIGHT_SIZE must be a count of calls >= 0 "
+                                        "(0 turns the flight recorder off), got '") +
+                            size + "'");
+    }
+    options.capacity = static_cast<size_t>(value);
+  }
+  if (const char* dir = std::getenv("DIST_ENGINE_FLIGHT_DIR")) options.dump_dir = dir;
+  return options;
+}
+
+FlightRecorder::FlightRecorder(int rank, int world_size, std::string backend,
+                               FlightRecorderOptions options)
+    : rank_(rank),
+      world_size_(world_size),
+      backend_(std::move(backend)),
+      options_(std::move(options)) {
+  ring_.reserve(options_.capacity);
+}
+
+uint64_t FlightRecorder::begin(FlightEntry entry) {
+  entry.start_us = now_us();
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t id = total_++;
+  if (options_.capacity == 0) return id;
+  if (ring_.size() < options_.capacity) {
+    ring_.push_back(std::move(entry));
+  } else {
+    ring_[id % options_.capacity] = std::move(entry);
+  }
+  return id;
+}
+
+FlightEntry* FlightRecorder::find(uint64_t id) {
+  if (options_.capacity == 0 || id + options_.capacity < total_) return nullptr;
+  return &ring_[id % options_.capacity];
+}
+
+void FlightRecorder::end(uint64_t id, std::exception_ptr error) {
+  std::string message;
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      message = first_line(e.what());
+    } catch (...) {
+      message = "unknown error";
+    }
+  }
+  const int64_t end = now_us();
+  std::lock_guard<std::mutex> lock(mutex_);
+  FlightEntry* entry = find(id);
+  if (!entry || entry->state != FlightEntry::State::kStarted) return;
+  entry->end_us = end;
+  entry->state = error ? FlightEntry::State::kFailed : FlightEntry::State::kCompleted;
+  entry->error = std::move(message);
+}
+
+FlightRecord FlightRecorder::snapshot(const std::string& reason) const {
+  FlightRecord record{rank_, world_size_, backend_, reason};
+  std::lock_guard<std::mutex> lock(mutex_);
+  record.total = total_;
+  const uint64_t kept = ring_.size();
+  for (uint64_t id = total_ - kept; id < total_; ++id) {
+    record.entries.push_back(ring_[id % options_.capacity]);
+  }
+  return record;
+}
+
+std::string FlightRecorder::dump(const std::string& dir, const std::string& reason) const {
+  const std::string path = dir + "/flight_rank" + std::to_string(rank_) + ".json";
+  io::write_atomically(path, {to_json(snapshot(reason))});
+  return path;
+}
+
+void FlightRecorder::dump_after_failure(const std::string& reason) const {
+  if (options_.dump_dir.empty()) return;
+  try {
+    const std::string path = dump(options_.dump_dir, reason);
+    std::cerr << "[rank " << rank_ << "] flight record (" << reason << ") written to " << path
+              << "; diagnose with: bazel run //tools/flight -- diagnose " << options_.dump_dir
+              << "\n";
+  } catch (const std::exception& error) {
+    std::cerr << "[rank " << rank_ << "] could not write the flight record: " << error.what()
+              << "\n";
+  }
+}
+
+std::shared_ptr<Backend> with_flight_recorder(std::shared_ptr<Backend> world,
+                                              std::shared_ptr<FlightRecorder> recorder) {
+  std::vector<int> everyone(world->size());
+  for (int r = 0; r < world->size(); ++r) everyone[r] = r;
+  return std::make_shared<RecordingBackend>(std::move(world), std::move(recorder),
+                                            std::move(everyone));
+}
+
+FlightRecord flight_record(const std::string& reason) {
+  return current_recorder().snapshot(reason);
+}
+
+std::string dump_flight_record(const std::string& dir, const std::string& reason) {
+  return current_recorder().dump(dir, reason);
+}
+
+}  // namespace engine::dist

@@ -1,0 +1,75 @@
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/dist/backend.h"
+#include "engine/dist/flight_record.h"
+
+namespace engine::dist {
+
+// Like PyTorch's NCCL flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE), for
+// every backend: each rank keeps its last calls, written to a file when a
+// collective fails with a timeout, a mismatch or a peer failure (if a folder
+// is set) and on demand. tools/flight reads the files of all ranks.
+struct FlightRecorderOptions {
+  // DIST_ENGINE_FLIGHT_SIZE: how many calls to keep; 0 turns recording off.
+  size_t capacity = 2000;
+  // DIST_ENGINE_FLIGHT_DIR: where a failure writes flight_rank<R>.json;
+  // empty: failures write nothing.
+  std::string dump_dir;
+};
+
+// Reads the variables above; InvalidArgument names a malformed one.
+FlightRecorderOptions flight_recorder_options_from_env();
+
+// One rank's ring of entries. Thread-safe.
+class FlightRecorder {
+ public:
+  FlightRecorder(int rank, int world_size, std::string backend, FlightRecorderOptions options);
+
+  // Stamps the start and keeps the entry; returns its id.
+  uint64_t begin(FlightEntry entry);
+  // Stamps the end: completed when `error` is nullptr, else failed with its
+  // message. A no-op when already ended or pushed out of the ring.
+  void end(uint64_t id, std::exception_ptr error);
+
+  FlightRecord snapshot(const std::string& reason) const;
+  // Writes the snapshot to <dir>/flight_rank<R>.json, atomically; returns the path.
+  std::string dump(const std::string& dir, const std::string& reason) const;
+  // After a failed call: dumps to options().dump_dir when set and says where
+  // on stderr. A dump that fails is reported there, never thrown over the
+  // call's own error.
+  void dump_after_failure(const std::string& reason) const;
+
+  int rank() const { return rank_; }
+  const FlightRecorderOptions& options() const { return options_; }
+
+ private:
+  FlightEntry* find(uint64_t id);
+
+  const int rank_;
+  const int world_size_;
+  const std::string backend_;
+  const FlightRecorderOptions options_;
+  mutable std::mutex mutex_;
+  std::vector<FlightEntry> ring_;  // entry id sits at id % capacity
+  uint64_t total_ = 0;
+};
+
+// Wraps a backend spanning all ranks so that every call it (and the groups
+// split from it) makes is recorded in `recorder`.
+std::shared_ptr<Backend> with_flight_recorder(std::shared_ptr<Backend> world,
+                                              std::shared_ptr<FlightRecorder> recorder);
+
+// The calling rank's record. InvalidArgument when the rank is not
+// initialised or recording is off (DIST_ENGINE_FLIGHT_SIZE=0).
+FlightRecord flight_record(const std::string& reason = "on demand");
+// Writes the calling rank's record to <dir>/flight_rank<R>.json; returns the path.
+std::string dump_flight_record(const std::string& dir, const std::string& reason = "on demand");
+
+}  // namespace engine::dist
