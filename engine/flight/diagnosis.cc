@@ -23,8 +23,10 @@ struct Position {
 
   std::string text(bool plural) const {
     if (!entry) return plural ? "have recorded no call" : "has recorded no call";
-    const std::string state = entry->state == FlightEntry::State::kFailed ? ", failed" : "";
-    if (in_flight) return (plural ? "are in " : "is in ") + entry->describe() + state;
+    if (in_flight && entry->state == FlightEntry::State::kFailed) {
+      return "failed in " + entry->describe();
+    }
+    if (in_flight) return (plural ? "are in " : "is in ") + entry->describe();
     return (plural ? "have no call in flight (last: " : "has no call in flight (last: ") +
            entry->describe() + ")";
   }

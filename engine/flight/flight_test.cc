@@ -79,6 +79,10 @@ TEST(Diagnosis, FindsTheFirstCallWhereRanksDiverged) {
   EXPECT_NE(text.find("rank 2 issued broadcast #2"), std::string::npos) << text;
   EXPECT_NE(text.find("rank 2 failed in broadcast #2: [rank 2] mismatch"), std::string::npos)
       << text;
+  EXPECT_NE(text.find("rank 2 failed in broadcast #2 (group [0-3], root 0, 4 MiB Float[1048576]) "
+                      "while ranks 0-1, 3 failed in all_reduce #2"),
+            std::string::npos)
+      << text;
 }
 
 TEST(Diagnosis, NamesRanksWithoutARecord) {

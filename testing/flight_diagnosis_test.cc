@@ -1,0 +1,95 @@
+// The flight recorder on the simulator: planted desyncs are diagnosed from
+// the files the ranks write when the mismatch is raised.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "engine/dist/dist.h"
+#include "engine/flight/diagnosis.h"
+#include "engine/flight/record_files.h"
+#include "testing/desync_cases.h"
+#include "testing/harness.h"
+
+namespace {
+
+namespace dist = engine::dist;
+using desync_cases::Desync;
+
+// A fresh folder for one run's records, made the dump folder of the ranks
+// created next.
+std::string fresh_flight_dir(const std::string& name) {
+  static int runs = 0;
+  const auto dir = std::filesystem::path(std::getenv("TEST_TMPDIR")) /
+                   ("flight_" + name + "_" + std::to_string(++runs));
+  std::filesystem::create_directories(dir);
+  setenv("DIST_ENGINE_FLIGHT_DIR", dir.c_str(), 1);
+  return dir;
+}
+
+RC_GTEST_PROP(FlightDiagnosis, NamesThePlantedDesync, ()) {
+  const int world_size = *rc::gen::inRange(2, 7);
+  const int odd_rank = *rc::gen::inRange(0, world_size);
+  const Desync desync = *rc::gen::element(Desync::kSkip, Desync::kDifferentCall);
+  const std::string dir = fresh_flight_dir(desync_cases::name(desync));
+  harness::run_ranks(
+      world_size, [&](int) { desync_cases::plant(desync, odd_rank); },
+      harness::test_options(*rc::gen::arbitrary<uint32_t>()));
+  const std::string diagnosis =
+      engine::flight::diagnose(engine::flight::read_flight_records({dir}));
+  const auto problem = desync_cases::check_diagnosis(desync, odd_rank, world_size, diagnosis);
+  RC_ASSERT(!problem);
+}
+
+TEST(FlightRecorder, KeepsTheLastCallsOnDemand) {
+  setenv("DIST_ENGINE_FLIGHT_SIZE", "3", 1);
+  const auto records = harness::collect_ranks<dist::FlightRecord>(2, [](int) {
+    at::Tensor t = at::ones({2, 3}, at::kDouble);
+    for (int i = 0; i < 5; ++i) dist::all_reduce(t);
+    dist::broadcast(t, 1);
+    return dist::flight_record();
+  });
+  unsetenv("DIST_ENGINE_FLIGHT_SIZE");
+  for (const auto& record : records) {
+    EXPECT_EQ(record.total, 6u);
+    ASSERT_EQ(record.entries.size(), 3u);
+    EXPECT_EQ(record.entries[0].describe(), "all_reduce #4 (group [0-1], 48 B Double[2, 3], sum)");
+    EXPECT_EQ(record.entries[2].describe(),
+              "broadcast #6 (group [0-1], root 1, 48 B Double[2, 3])");
+    for (const auto& e : record.entries) {
+      EXPECT_EQ(e.state, dist::FlightEntry::State::kCompleted);
+      EXPECT_GE(e.end_us, e.start_us);
+    }
+  }
+}
+
+TEST(FlightRecorder, RecordsSubgroupsByTheirGlobalRanks) {
+  const auto records = harness::collect_ranks<dist::FlightRecord>(4, [](int rank) {
+    auto odd = dist::new_group({1, 3});
+    at::Tensor t = at::ones({1});
+    if (rank % 2 == 1) dist::broadcast(t, 3, odd);
+    return dist::flight_record();
+  });
+  EXPECT_EQ(records[1].entries.back().describe(),
+            "broadcast #1 (group [1, 3], root 3, 4 B Float[1])");
+  EXPECT_EQ(records[0].entries.back().kind, "new_group");
+}
+
+TEST(FlightRecorder, OffWhenTheSizeIsZero) {
+  setenv("DIST_ENGINE_FLIGHT_SIZE", "0", 1);
+  harness::run_ranks(2, [](int) { EXPECT_THROW(dist::flight_record(), dist::InvalidArgument); });
+  setenv("DIST_ENGINE_FLIGHT_SIZE", "lots", 1);
+  try {
+    harness::run_ranks(1, [](int) {});
+    ADD_FAILURE() << "a malformed DIST_ENGINE_FLIGHT_SIZE was accepted";
+  } catch (const dist::InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("DIST_ENGINE_FLIGHT_SIZE must be a count"),
+              std::string::npos)
+        << error.what();
+  }
+  unsetenv("DIST_ENGINE_FLIGHT_SIZE");
+}
+
+}  // namespace
