@@ -1,0 +1,97 @@
+// The fault matrix: a short DDP training run on 4 simulated ranks, with a
+// crash injected at every call index of every rank. Every survivor must end
+// with an error naming the crashed rank (never a hang, never success with a
+// rank missing), and a run whose faults are only delays must end exactly as
+// a run without faults. Virtual time: the matrix takes no wall-clock timeouts.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "engine/dist/dist.h"
+#include "sim/world.h"
+#include "testing/harness.h"
+#include "testing/model/ddp_cases.h"
+
+namespace {
+
+constexpr int kWorld = 4;
+
+ddp_cases::TrainingCase short_run() {
+  ddp_cases::TrainingCase c;
+  c.spec.trunk = {5, 3};
+  c.spec.batch_norm = true;  // SyncBatchNorm: collectives inside forward too
+  c.world_size = kWorld;
+  c.batch = 2;
+  c.iterations = 3;
+  c.bucket_cap_bytes = 64;  // several buckets per step
+  c.used_heads.assign(c.iterations, std::vector<std::vector<bool>>(kWorld, {true}));
+  c.seed = 5;
+  return c;
+}
+
+struct TrainingRun {
+  sim::World::Outcome outcome;
+  std::vector<ddp_cases::Snapshots> snapshots{kWorld};
+  std::vector<uint64_t> calls = std::vector<uint64_t>(kWorld);  // per rank, from its flight record
+};
+
+TrainingRun train(const sim::FaultPlan& plan) {
+  const auto c = short_run();
+  const auto initial = ddp_cases::initial_net(c);
+  sim::WorldOptions options = harness::test_options();
+  options.faults = plan;
+  options.virtual_time = true;
+  options.timeout = std::chrono::minutes(30);
+  at::set_num_threads(1);
+  TrainingRun run;
+  run.outcome = sim::World(kWorld, options).run_all([&](int rank) {
+    run.snapshots[rank] = ddp_cases::train_rank(c, *initial, rank);
+    run.calls[rank] = engine::dist::flight_record().total;
+  });
+  return run;
+}
+
+TEST(FaultMatrix, EverySurvivorOfACrashNamesTheCrashedRank) {
+  const TrainingRun clean = train({});
+  ASSERT_FALSE(clean.outcome.root_cause) << sim::error_message(clean.outcome.root_cause);
+  int runs = 0;
+  for (int crashed = 0; crashed < kWorld; ++crashed) {
+    ASSERT_GT(clean.calls[crashed], 10u) << "the run is too short to be a matrix";
+    for (uint64_t call = 1; call <= clean.calls[crashed]; ++call) {
+      sim::FaultPlan plan{{sim::Fault{sim::Fault::Kind::kCrash, crashed, call}}};
+      const TrainingRun run = train(plan);
+      ++runs;
+      const std::string where = "plan " + plan.to_string();
+      EXPECT_STREQ(sim::error_kind(run.outcome.root_cause), "InjectedCrash") << where;
+      for (int r = 0; r < kWorld; ++r) {
+        if (r == crashed) continue;
+        const std::string message = sim::error_message(run.outcome.errors[r]);
+        EXPECT_STREQ(sim::error_kind(run.outcome.errors[r]), "PeerFailure")
+            << where << ", rank " << r << ": " << message;
+        EXPECT_NE(message.find("rank " + std::to_string(crashed) + " failed"), std::string::npos)
+            << where << ", rank " << r << ": " << message;
+      }
+    }
+  }
+  RecordProperty("runs", runs);
+}
+
+TEST(FaultMatrix, StragglersChangeNothing) {
+  const TrainingRun clean = train({});
+  for (const char* text : {"delay:0@1+500ms", "delay:3@7+59000ms,delay:1@2+1000ms",
+                           "delay:2@12+3000ms,delay:0@12+3000ms"}) {
+    const TrainingRun run = train(sim::FaultPlan::parse(text));
+    ASSERT_FALSE(run.outcome.root_cause)
+        << text << ": " << sim::error_message(run.outcome.root_cause);
+    for (int r = 0; r < kWorld; ++r) {
+      EXPECT_FALSE(ddp_cases::first_departure(clean.snapshots[r], run.snapshots[r], "rank"))
+          << text;
+      for (size_t it = 0; it < clean.snapshots[r].size(); ++it) {
+        for (const auto& [name, value] : clean.snapshots[r][it]) {
+          EXPECT_TRUE(at::equal(value, run.snapshots[r][it].at(name))) << text << " " << name;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
