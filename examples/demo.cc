@@ -2,7 +2,12 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
+
 #include "engine/dist/dist.h"
+#include "engine/dist/flight_recorder.h"
+#include "engine/flight/chrome_trace.h"
+#include "engine/io/atomic_file.h"
 #include "examples/classifier.h"
 
 namespace examples {
@@ -53,6 +58,20 @@ void check_identical_parameters(engine::model::BaseModel& model) {
 
 }  // namespace
 
+// Every rank's flight record, gathered on all, written by rank 0.
+void write_trace(const std::string& path) {
+  namespace dist = engine::dist;
+  const auto gathered = dist::all_gather_object(dist::to_json(dist::flight_record("demo trace")));
+  if (!dist::is_main_process()) return;
+  std::vector<dist::FlightRecord> records;
+  for (const auto& text : gathered) {
+    records.push_back(dist::flight_record_from_json(text.toStringRef(), "a gathered record"));
+  }
+  engine::io::write_atomically(path, {engine::flight::chrome_trace(records)});
+  std::printf("wrote the collectives of %zu ranks to %s (open it in https://ui.perfetto.dev)\n",
+              records.size(), path.c_str());
+}
+
 engine::runner::RunResult run_demo(const Json& config, const DemoOverrides& overrides) {
   ConfigReader top(config, "file");
   Json strategy_config = top.require<Json>("strategy");
@@ -79,6 +98,7 @@ engine::runner::RunResult run_demo(const Json& config, const DemoOverrides& over
                                 accuracy, options);
   auto result = runner.train();
   check_identical_parameters(strategy->module());
+  if (overrides.trace_path) write_trace(*overrides.trace_path);
   return result;
 }
 

@@ -18,11 +18,14 @@ struct DemoOverrides {
   std::optional<std::string> resume_from;
   bool shares_process = false;  // simulator ranks: no process-wide seeding
   bool quiet = false;
+  // Where rank 0 writes every rank's calls as one Chrome trace (Perfetto).
+  std::optional<std::string> trace_path;
 };
 
 // Builds the strategy, model, datasets and runner from the demo's config
 // (every section checked for unknown keys), trains, and checks that every
-// rank ends with bit-identical parameters (DistError otherwise).
+// rank ends with bit-identical parameters (DistError otherwise). With a
+// trace path, gathers the ranks' flight records and writes their timeline.
 engine::runner::RunResult run_demo(const engine::registry::Json& config,
                                    const DemoOverrides& overrides);
 

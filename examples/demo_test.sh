@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The demo end to end: train, then resume from the latest checkpoint.
+# The demo end to end: train (writing a Chrome trace of every rank's
+# collectives), then resume from the latest checkpoint.
 #   demo_test.sh RANKS CONFIG COMMAND...
 # COMMAND is the train binary, or a launcher followed by it and its flags.
 set -euo pipefail
@@ -15,10 +16,16 @@ expect() {
   grep -q -- "$1" <<<"$2" || { echo "FAIL: expected \"$1\" in:"; echo "$2"; exit 1; }
 }
 
-first=$(run "$@" --iters 60) || { echo "$first"; echo "FAIL: the first run failed"; exit 1; }
+trace="${TEST_TMPDIR:-$(mktemp -d)}/trace.json"
+first=$(run "$@" --iters 60 --trace "$trace") || { echo "$first"; echo "FAIL: the first run failed"; exit 1; }
 echo "$first"
 expect "parameters and buffers identical on all $ranks ranks" "$first"
 expect "saved checkpoint $work/iter_60.pth" "$first"
+expect "wrote the collectives of $ranks ranks to $trace" "$first"
+for ((r = 0; r < ranks; r++)); do
+  expect "\"name\":\"rank $r\"" "$(cat "$trace")"
+done
+expect '"name":"all_reduce #' "$(cat "$trace")"
 accuracy=$(sed -n 's/.*final val accuracy \([0-9.]*\).*/\1/p' <<<"$first")
 awk -v a="$accuracy" 'BEGIN { exit !(a >= 0.8) }' ||
   { echo "FAIL: final val accuracy $accuracy < 0.8: the model did not learn"; exit 1; }

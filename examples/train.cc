@@ -28,7 +28,7 @@ struct Args {
             << "usage: train [--config FILE] [--ranks N] [--launcher none|pytorch|mpi|slurm]\n"
             << "             [--backend gloo|mpi|nccl] [--iters N] [--checkpoint-interval N]\n"
             << "             [--work-dir DIR]\n"
-            << "             [--resume FILE|auto]\n"
+            << "             [--resume FILE|auto] [--trace FILE.json]\n"
             << "Without --launcher (or with none) the run uses N simulated ranks.\n";
   std::exit(2);
 }
@@ -41,6 +41,12 @@ int to_int(const std::string& flag, const std::string& value) {
   } catch (const std::exception&) {
   }
   usage(flag + " needs a positive integer, got \"" + value + "\"");
+}
+
+// Under `bazel run`, relative paths are the user's, from where they ran it.
+std::string user_path(const std::string& path) {
+  const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
+  return cwd && !path.empty() && path[0] != '/' ? std::string(cwd) + "/" + path : path;
 }
 
 Args parse(int argc, char** argv) {
@@ -68,6 +74,8 @@ Args parse(int argc, char** argv) {
       args.overrides.work_dir = value;
     else if (flag == "--resume")
       args.overrides.resume_from = value;
+    else if (flag == "--trace")
+      args.overrides.trace_path = user_path(value);
     else
       usage("unknown flag " + flag);
   }
@@ -96,6 +104,8 @@ void report(const engine::runner::RunResult& result) {
 int main(int argc, char** argv) {
   Args args = parse(argc, argv);
   const auto config = read_config(args.config);
+  // A trace covers the whole run: keep every call, unless told otherwise.
+  if (args.overrides.trace_path) setenv("DIST_ENGINE_FLIGHT_SIZE", "10000000", 0);
   try {
     const bool simulated = !args.overrides.launcher || *args.overrides.launcher == "none";
     if (!simulated) {

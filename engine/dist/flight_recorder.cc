@@ -237,9 +237,7 @@ FlightRecorder::FlightRecorder(int rank, int world_size, std::string backend,
     : rank_(rank),
       world_size_(world_size),
       backend_(std::move(backend)),
-      options_(std::move(options)) {
-  ring_.reserve(options_.capacity);
-}
+      options_(std::move(options)) {}
 
 uint64_t FlightRecorder::begin(FlightEntry entry) {
   entry.start_us = now_us();
