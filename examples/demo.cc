@@ -33,7 +33,7 @@ engine::runner::RunnerOptions runner_options(const Json& train, const DemoOverri
 }
 
 // The flattened parameters of rank 0 compared on every rank, bit for bit.
-void check_identical_parameters(engine::model::BaseModel& model) {
+void check_identical_parameters(engine::model::BaseModel& model, bool quiet) {
   std::vector<at::Tensor> flat;
   for (const auto& parameter : model.parameters()) flat.push_back(parameter.detach().reshape(-1));
   for (const auto& buffer : model.buffers())
@@ -50,7 +50,7 @@ void check_identical_parameters(engine::model::BaseModel& model) {
                                       " rank(s) hold parameters or buffers that differ from "
                                       "rank 0's after training"));
   }
-  if (engine::dist::is_main_process()) {
+  if (!quiet && engine::dist::is_main_process()) {
     std::printf("parameters and buffers identical on all %d ranks (%lld values)\n",
                 engine::dist::get_world_size(), static_cast<long long>(mine.numel()));
   }
@@ -97,7 +97,7 @@ engine::runner::RunResult run_demo(const Json& config, const DemoOverrides& over
   engine::runner::Runner runner(strategy, model, optim_wrapper, scheduler, train_set, val_set,
                                 accuracy, options);
   auto result = runner.train();
-  check_identical_parameters(strategy->module());
+  check_identical_parameters(strategy->module(), overrides.quiet);
   if (overrides.trace_path) write_trace(*overrides.trace_path);
   return result;
 }

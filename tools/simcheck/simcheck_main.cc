@@ -1,0 +1,257 @@
+// simcheck: runs targets (the demo trainer, DDP property cases) on simulated
+// worlds across seeds, world sizes and fault plans (swarm: the mix drawn from
+// the seed), on virtual time. Checks, for each run:
+//   safety:   when a rank crashed or hung, every other rank failed with an
+//             error naming a stopped rank;
+//   liveness: when no rank stopped (no faults, delays only, or faults past
+//             the end), the run completed with the fault-free run's exact
+//             results on every rank;
+//   no hang:  a watchdog ends simcheck if a run outlives a wall-clock bound.
+// Prints a table and, for each failure, the command that replays it.
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "engine/dist/dist.h"
+#include "sim/world.h"
+#include "tools/simcheck/targets.h"
+
+namespace {
+
+struct Flags {
+  std::vector<std::string> targets = simcheck::target_names();
+  std::vector<int> world_sizes = {2, 3, 4};
+  uint64_t first_seed = 1;
+  uint64_t seeds = 20;
+  std::optional<std::string> plan;  // fixed plan; default: swarm from the seed
+  int64_t iters = 20;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::cerr << "simcheck: " << problem << "\n"
+            << "usage: simcheck [--targets demo,ddp] [--world-sizes 2,3,4] [--first-seed S]\n"
+            << "                [--seeds N] [--plan PLAN] [--iters N]\n"
+            << "PLAN: e.g. crash:2@5,delay:1@3+200ms,never:0@7 ('' for none); default: a\n"
+            << "swarm plan drawn from each seed.\n";
+  std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
+  return parts;
+}
+
+Flags parse(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) usage("missing value after " + flag);
+    const std::string value = argv[i + 1];
+    try {
+      if (flag == "--targets") {
+        flags.targets = split(value);
+      } else if (flag == "--world-sizes") {
+        flags.world_sizes.clear();
+        for (const auto& n : split(value)) flags.world_sizes.push_back(std::stoi(n));
+      } else if (flag == "--first-seed") {
+        flags.first_seed = std::stoull(value);
+      } else if (flag == "--seeds") {
+        flags.seeds = std::stoull(value);
+      } else if (flag == "--plan") {
+        sim::FaultPlan::parse(value);
+        flags.plan = value;
+      } else if (flag == "--iters") {
+        flags.iters = std::stoll(value);
+      } else {
+        usage("unknown flag " + flag);
+      }
+    } catch (const std::exception& error) {
+      usage(flag + " " + value + ": " + error.what());
+    }
+  }
+  return flags;
+}
+
+struct Job {
+  std::string target;
+  int world_size;
+  uint64_t seed;
+};
+
+std::string replay_command(const Job& job, const sim::FaultPlan& plan, int64_t iters) {
+  return "bazel run //tools/simcheck -- --targets " + job.target + " --world-sizes " +
+         std::to_string(job.world_size) + " --first-seed " + std::to_string(job.seed) +
+         " --seeds 1 --iters " + std::to_string(iters) + " --plan '" + plan.to_string() + "'";
+}
+
+// Ends the process if a run outlives its bound: a hang is never waited out.
+class Watchdog {
+ public:
+  explicit Watchdog(std::chrono::seconds bound) : bound_(bound), thread_([this] { watch(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void arm(const std::string& replay) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    replay_ = replay;
+    deadline_ = std::chrono::steady_clock::now() + bound_;
+    armed_ = true;
+    cv_.notify_all();
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = false;
+  }
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stopping_) {
+      if (!armed_) {
+        cv_.wait(lock);
+      } else if (cv_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
+                 std::chrono::steady_clock::now() >= deadline_) {
+        std::cout << "HANG: a run outlived " << bound_.count() << " s of wall time; replay:\n  "
+                  << replay_ << std::endl;
+        std::_Exit(3);
+      }
+    }
+  }
+
+  const std::chrono::seconds bound_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool armed_ = false;
+  std::string replay_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::thread thread_;
+};
+
+struct Run {
+  sim::World::Outcome outcome;
+  std::vector<std::string> digests;
+  std::vector<uint64_t> calls;
+};
+
+Run run(const Job& job, const sim::FaultPlan& plan, const Flags& flags, const std::string& dir) {
+  sim::WorldOptions options;
+  options.seed = job.seed;
+  options.faults = plan;
+  options.virtual_time = true;
+  options.timeout = std::chrono::seconds(60);
+  options.max_jitter = std::chrono::microseconds(20);
+  const auto target = simcheck::make_target(job.target, job.seed, job.world_size, flags.iters, dir);
+  Run result{{}, std::vector<std::string>(job.world_size), std::vector<uint64_t>(job.world_size)};
+  result.outcome = sim::World(job.world_size, options).run_all([&](int rank) {
+    result.digests[rank] = target(rank);
+    result.calls[rank] = engine::dist::flight_record().total;
+  });
+  return result;
+}
+
+// "" when the run is as it must be, else the failure's kind and detail.
+std::pair<std::string, std::string> judge(const Run& clean, const Run& faulted) {
+  std::vector<int> stopped;
+  const auto& errors = faulted.outcome.errors;
+  for (size_t r = 0; r < errors.size(); ++r) {
+    const std::string kind = sim::error_kind(errors[r]);
+    if (kind == "InjectedCrash" || kind == "InjectedHang") stopped.push_back(static_cast<int>(r));
+  }
+  for (size_t r = 0; r < errors.size(); ++r) {
+    const std::string kind = sim::error_kind(errors[r]);
+    if (kind == "InjectedCrash" || kind == "InjectedHang") continue;
+    const std::string message = sim::error_message(errors[r]);
+    const std::string who = "rank " + std::to_string(r) + ": ";
+    if (stopped.empty()) {
+      if (kind != "ok") return {"unexpected error", who + message};
+      if (faulted.digests[r] != clean.digests[r]) {
+        return {"wrong result", who + "differs from the fault-free run"};
+      }
+      continue;
+    }
+    bool named = false;
+    for (const int s : stopped)
+      named |= message.find("rank " + std::to_string(s)) != std::string::npos;
+    if ((kind != "PeerFailure" && kind != "Timeout") || !named) {
+      return {"survivor not told", who + kind + ": " + message};
+    }
+  }
+  return {"", ""};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Flags flags = parse(argc, argv);
+  at::set_num_threads(1);
+  const std::string work =
+      std::filesystem::temp_directory_path() / ("simcheck-" + std::to_string(::getpid()));
+  Watchdog watchdog(std::chrono::seconds(300));
+  struct Row {
+    int runs = 0, passes = 0, stopped = 0;
+    std::map<std::string, int> failures;
+  };
+  std::map<std::string, Row> table;
+  std::vector<std::string> failures;
+  int n = 0;
+  for (const auto& target : flags.targets) {
+    for (const int world_size : flags.world_sizes) {
+      for (uint64_t seed = flags.first_seed; seed < flags.first_seed + flags.seeds; ++seed) {
+        const Job job{target, world_size, seed};
+        Row& row = table[target + " x" + std::to_string(world_size)];
+        const std::string dir = work + "/run" + std::to_string(++n);
+        watchdog.arm(replay_command(job, {}, flags.iters));
+        const Run clean = run(job, {}, flags, dir + "/clean");
+        uint64_t max_call = 1;
+        for (const auto calls : clean.calls) max_call = std::max(max_call, calls);
+        const sim::FaultPlan plan =
+            flags.plan ? sim::FaultPlan::parse(*flags.plan)
+                       : sim::FaultPlan::swarm(seed, world_size, max_call, std::chrono::seconds(2));
+        const std::string replay = replay_command(job, plan, flags.iters);
+        watchdog.arm(replay);
+        auto [kind, detail] = clean.outcome.root_cause
+                                  ? std::make_pair(std::string("fails without faults"),
+                                                   sim::error_message(clean.outcome.root_cause))
+                                  : judge(clean, run(job, plan, flags, dir + "/faulted"));
+        watchdog.disarm();
+        ++row.runs;
+        if (plan.stops_a_rank()) ++row.stopped;
+        if (kind.empty()) {
+          ++row.passes;
+        } else {
+          ++row.failures[kind];
+          failures.push_back(kind + " (" + detail.substr(0, detail.find('\n')) + ")\n  " + replay);
+        }
+      }
+    }
+  }
+  std::filesystem::remove_all(work);
+  std::printf("%-10s %6s %6s %13s %9s %s\n", "target", "runs", "passes", "rank stopped", "hangs",
+              "failures by kind");
+  for (const auto& [name, row] : table) {
+    std::string kinds;
+    for (const auto& [kind, count] : row.failures)
+      kinds += kind + "=" + std::to_string(count) + " ";
+    std::printf("%-10s %6d %6d %13d %9d %s\n", name.c_str(), row.runs, row.passes, row.stopped, 0,
+                kinds.empty() ? "-" : kinds.c_str());
+  }
+  for (const auto& failure : failures) std::printf("FAIL %s\n", failure.c_str());
+  return failures.empty() ? 0 : 1;
+}

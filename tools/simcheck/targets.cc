@@ -1,0 +1,75 @@
+#include "tools/simcheck/targets.h"
+
+#include <ATen/ATen.h>
+#include <rapidcheck.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "examples/demo.h"
+#include "testing/model/ddp_cases.h"
+
+namespace simcheck {
+namespace {
+
+std::string digest(const at::Tensor& t) {
+  const at::Tensor bytes = t.contiguous().view({-1}).view(at::kByte);
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the exact bits
+  const auto* data = bytes.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < bytes.numel(); ++i) hash = (hash ^ data[i]) * 1099511628211ull;
+  return std::to_string(hash);
+}
+
+engine::registry::Json demo_config() {
+  std::ifstream in("examples/train_config.json");
+  if (!in) throw std::runtime_error("simcheck: cannot read examples/train_config.json");
+  return engine::registry::Json::parse(in);
+}
+
+Target demo(int64_t iters, const std::string& work_dir) {
+  auto config = std::make_shared<engine::registry::Json>(demo_config());
+  return [config, iters, work_dir](int) {
+    examples::DemoOverrides overrides;
+    overrides.launcher = "none";
+    overrides.shares_process = true;
+    overrides.quiet = true;
+    overrides.max_iters = iters;
+    overrides.checkpoint_interval = iters;
+    overrides.work_dir = work_dir;
+    const auto result = examples::run_demo(*config, overrides);
+    std::ostringstream out;
+    out.precision(17);
+    for (const auto& [name, value] : result.metrics) out << name << "=" << value << " ";
+    return out.str();
+  };
+}
+
+Target ddp(uint64_t seed, int world_size) {
+  const auto c = std::make_shared<ddp_cases::TrainingCase>(
+      ddp_cases::training_case(world_size)(rc::Random(seed)).value());
+  auto initial = ddp_cases::initial_net(*c);
+  return [c, initial](int rank) {
+    std::string out;
+    for (const auto& step : ddp_cases::train_rank(*c, *initial, rank)) {
+      for (const auto& [name, value] : step) out += name + ":" + digest(value) + " ";
+    }
+    return out;
+  };
+}
+
+}  // namespace
+
+const std::vector<std::string>& target_names() {
+  static const std::vector<std::string> names{"demo", "ddp"};
+  return names;
+}
+
+Target make_target(const std::string& name, uint64_t seed, int world_size, int64_t iters,
+                   const std::string& work_dir) {
+  if (name == "demo") return demo(iters, work_dir);
+  if (name == "ddp") return ddp(seed, world_size);
+  throw std::invalid_argument("simcheck: unknown target " + name + " (demo or ddp)");
+}
+
+}  // namespace simcheck
