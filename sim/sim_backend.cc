@@ -136,7 +136,7 @@ void SimBackend::check_root(int root) const {
 
 void SimBackend::jitter() {
   const auto max = world_->options().max_jitter.count();
-  if (max <= 0) return;
+  if (max <= 0 || world_->options().deterministic) return;
   const auto pause = std::uniform_int_distribution<int64_t>(0, max)(*jitter_rng_);
   std::this_thread::sleep_for(std::chrono::microseconds(pause));
 }

@@ -32,6 +32,7 @@ World::Outcome World::run_all(const std::function<void(int rank)>& body) {
       std::seed_seq seeds{options_.seed, static_cast<uint64_t>(rank)};
       auto rng = std::make_shared<std::mt19937_64>(seeds);
       try {
+        state->rank_started(rank);
         engine::dist::ScopedThreadContext context(
             std::make_shared<SimBackend>(state, world_group, rank, rng));
         body(rank);
@@ -44,7 +45,27 @@ World::Outcome World::run_all(const std::function<void(int rank)>& body) {
   }
   for (auto& thread : threads) thread.join();
   outcome.root_cause = state->first_failure();
+  outcome.trace = state->trace();
   return outcome;
+}
+
+std::optional<std::string> determinism_violation(int world_size, WorldOptions options,
+                                                 const std::function<void(int rank)>& body) {
+  options.deterministic = true;
+  const auto first = World(world_size, options).run_all(body).trace;
+  const auto second = World(world_size, options).run_all(body).trace;
+  if (first == second) return std::nullopt;
+  size_t k = 0;
+  while (k < first.size() && k < second.size() && first[k] == second[k]) ++k;
+  auto event = [k](const std::vector<std::string>& trace) {
+    return k < trace.size() ? "\"" + trace[k] + "\"" : std::string("the end of the run");
+  };
+  return "two runs of sim seed " + std::to_string(options.seed) + " diverge at event #" +
+         std::to_string(k + 1) + ": the first run has " + event(first) + ", the second " +
+         event(second) + " (" + std::to_string(first.size()) + " and " +
+         std::to_string(second.size()) +
+         " events); the body depends on something the seed does "
+         "not fix";
 }
 
 void World::run(const std::function<void(int rank)>& body) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,12 @@ struct WorldOptions {
   // Time in the ranks' own code does not count, so absences must come from
   // the fault plan. `timeout` of wall-clock time still bounds every wait.
   bool virtual_time = false;
+  // Deterministic scheduling (implies virtual_time): one rank runs at a
+  // time, and at each call, wait and exit the seed decides who runs next
+  // (Schedule: PCT priorities), so a seed replays the same interleaving and
+  // the same event trace (Outcome::trace); different seeds try different
+  // arrival and departure orders. No jitter, no yielding.
+  bool deterministic = false;
 };
 
 // Runs one body on `world_size` thread-ranks. Each thread gets its own
@@ -53,6 +60,7 @@ class World {
   struct Outcome {
     std::vector<std::exception_ptr> errors;  // per rank; nullptr where the body returned
     std::exception_ptr root_cause;           // the first failure, what run() rethrows
+    std::vector<std::string> trace;          // deterministic runs: who ran what, in order
   };
   // Like run(), but returns every rank's error instead of rethrowing.
   Outcome run_all(const std::function<void(int rank)>& body);
@@ -64,6 +72,13 @@ class World {
   int size_;
   WorldOptions options_;
 };
+
+// Runs `body` twice with `options` (made deterministic) and compares the
+// event traces: nullopt when they are equal, else where they first diverge,
+// with both events. A difference means the body depends on something the
+// seed does not fix (wall time, addresses, unseeded randomness).
+std::optional<std::string> determinism_violation(int world_size, WorldOptions options,
+                                                 const std::function<void(int rank)>& body);
 
 // "ok" for nullptr, else the error's type: "Timeout", "PeerFailure",
 // "CollectiveMismatch", "InvalidArgument", "DistError", "InjectedCrash",

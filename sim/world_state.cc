@@ -12,12 +12,59 @@ namespace sim {
 using engine::dist::on_rank;
 
 WorldState::WorldState(int size, WorldOptions options)
-    : size_(size), options_(std::move(options)), ranks_(size) {}
+    : size_(size), options_(std::move(options)), ranks_(size) {
+  if (options_.deterministic) schedule_ = std::make_unique<Schedule>(options_.seed, size);
+}
+
+std::vector<std::string> WorldState::trace() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return schedule_ ? schedule_->trace() : std::vector<std::string>{};
+}
+
+void WorldState::pass_turn(int yielding) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::vector<int> runnable;
+    for (int r = 0; r < size_; ++r) {
+      const Status status = ranks_[r].status;
+      if (status != Status::kExited && status != Status::kFailed && can_go_on(r)) {
+        runnable.push_back(r);
+      }
+    }
+    if (!runnable.empty()) {
+      turn_ = schedule_->pick(runnable, yielding);
+      notify();
+      return;
+    }
+    // Nobody can run: let time pass, else the waits cannot match up.
+    if (!advance_clock_if_idle() && everyone_stuck()) declare_deadlock();
+  }
+  turn_ = -1;  // every rank has finished
+}
+
+void WorldState::yield_turn(std::unique_lock<std::mutex>& lock, int rank,
+                            const std::string& event) {
+  if (!schedule_ || ranks_[rank].status == Status::kFailed) return;
+  schedule_->record("rank " + std::to_string(rank) + " " + event);
+  pass_turn(rank);
+  await_turn(lock, rank);
+}
+
+void WorldState::await_turn(std::unique_lock<std::mutex>& lock, int rank) {
+  const auto give_up = std::chrono::steady_clock::now() + 2 * options_.timeout;
+  while (turn_ != rank) {
+    if (cv_.wait_until(lock, give_up) == std::cv_status::timeout && turn_ != rank) {
+      throw engine::dist::Timeout(on_rank(
+          rank, "the deterministic scheduler gave rank " + std::to_string(rank) +
+                    " no turn for twice the timeout (a simulator bug; please report it)" + tag()));
+    }
+  }
+}
 
 std::string WorldState::tag() const {
-  std::string tag =
-      " (sim seed=" + std::to_string(options_.seed) + ", world size " + std::to_string(size_);
+  std::string tag = " (sim seed=" + std::to_string(options_.seed) + ", world size " +
+                    std::to_string(size_);
   if (!options_.faults.empty()) tag += ", faults " + options_.faults.to_string();
+  if (options_.deterministic) tag += ", deterministic";
   return tag + ")";
 }
 
@@ -64,7 +111,7 @@ void WorldState::check_no_failure(int rank, const CallRecord& call,
 bool WorldState::held_back(int rank) const {
   const RankInfo& info = ranks_[rank];
   if (info.wake_ms != kNever) {
-    return options_.virtual_time && virtual_now_ms_ < info.wake_ms;
+    return virtual_clock() && virtual_now_ms_ < info.wake_ms;
   }
   for (int r = 0; r < size_; ++r) {
     if (r != rank && ranks_[r].status != Status::kExited && ranks_[r].status != Status::kFailed) {
@@ -81,7 +128,8 @@ bool WorldState::can_go_on(int rank) const {
   if (info.status != Status::kBlocked) return false;
   const Wait& w = *info.wait;
   return w.ready() || first_failure_ || info.deadlock_epoch != deadlock_epoch_ ||
-         (w.abandoned && !w.abandoned->empty());
+         (w.abandoned && !w.abandoned->empty()) ||
+         (virtual_clock() && virtual_now_ms_ >= info.deadline_ms);
 }
 
 bool WorldState::everyone_stuck() const {
@@ -118,7 +166,7 @@ WorldState::Deadline WorldState::start_deadline(RankInfo& info,
 }
 
 bool WorldState::Deadline::expired(const WorldState& world, const RankInfo& info) const {
-  if (world.options_.virtual_time && world.virtual_now_ms_ >= info.deadline_ms) return true;
+  if (world.virtual_clock() && world.virtual_now_ms_ >= info.deadline_ms) return true;
   return std::chrono::steady_clock::now() >= wall;
 }
 
@@ -182,7 +230,7 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
   me.deadlock_epoch = deadlock_epoch_;
   const uint64_t epoch = deadlock_epoch_;
   if (everyone_stuck()) declare_deadlock();
-  if (yield_until_change(lock, w)) return;
+  if (!schedule_ && yield_until_change(lock, w)) return;
   const auto timeout = std::min(w.timeout, options_.timeout);
   Deadline deadline = start_deadline(me, timeout);
   while (!w.ready()) {
@@ -209,7 +257,11 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
       notify();
       fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, message))));
     }
-    if (options_.virtual_time && advance_clock_if_idle()) continue;
+    if (schedule_) {
+      yield_turn(lock, w.rank, "waits");
+      continue;
+    }
+    if (virtual_clock() && advance_clock_if_idle()) continue;
     cv_.wait_until(lock, deadline.wall);
   }
   me.status = Status::kRunning;
@@ -230,6 +282,20 @@ void WorldState::rank_exited(int rank) {
   ranks_[rank].status = Status::kExited;
   if (everyone_stuck()) declare_deadlock();
   notify();  // a rank held until the others finish may go on
+  end_turn(rank, "exits");
+}
+
+void WorldState::rank_started(int rank) {
+  if (!schedule_) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (turn_ < 0) pass_turn(-1);
+  await_turn(lock, rank);
+}
+
+void WorldState::end_turn(int rank, const char* event) {
+  if (!schedule_ || turn_ != rank) return;
+  schedule_->record("rank " + std::to_string(rank) + " " + event);
+  pass_turn(rank);
 }
 
 void WorldState::mark_failed(int rank, std::exception_ptr error) {
@@ -244,6 +310,7 @@ void WorldState::mark_failed(int rank, std::exception_ptr error) {
 void WorldState::rank_failed(int rank, std::exception_ptr error) {
   std::lock_guard<std::mutex> lock(mutex_);
   mark_failed(rank, std::move(error));
+  end_turn(rank, "fails");
 }
 
 void WorldState::hold(std::unique_lock<std::mutex>& lock, int rank, const Fault& fault) {
@@ -253,13 +320,17 @@ void WorldState::hold(std::unique_lock<std::mutex>& lock, int rank, const Fault&
   const bool hang = fault.kind == Fault::Kind::kNeverArrive;
   me.wake_ms = hang ? kNever : virtual_now_ms_ + fault.delay.count();
   notify();  // waiters may now find the whole world idle
-  if (!hang && !options_.virtual_time) {
+  if (!hang && !virtual_clock()) {
     lock.unlock();
     std::this_thread::sleep_for(fault.delay);
     lock.lock();
   }
   while (held_back(rank)) {
-    if (options_.virtual_time && advance_clock_if_idle()) continue;
+    if (schedule_) {
+      yield_turn(lock, rank, "is held");
+      continue;
+    }
+    if (virtual_clock() && advance_clock_if_idle()) continue;
     cv_.wait_for(lock, options_.timeout);
   }
   me.status = Status::kRunning;
@@ -270,6 +341,7 @@ void WorldState::hold(std::unique_lock<std::mutex>& lock, int rank, const Fault&
 void WorldState::before_call(int rank, const char* kind) {
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t call = ++ranks_[rank].calls;
+  yield_turn(lock, rank, "call #" + std::to_string(call) + " " + kind);
   const Fault* fault = options_.faults.find(rank, call);
   if (!fault) return;
   const std::string what = "at its call #" + std::to_string(call) + " (" + kind +

@@ -15,6 +15,7 @@
 
 #include "engine/dist/errors.h"
 #include "sim/call_record.h"
+#include "sim/schedule.h"
 #include "sim/world.h"
 
 namespace sim {
@@ -101,6 +102,8 @@ class WorldState {
     int rank_;
   };
 
+  // A rank's thread begins (deterministic runs: it waits for its turn).
+  void rank_started(int rank);
   void rank_exited(int rank);
   void rank_failed(int rank, std::exception_ptr error);
   std::exception_ptr first_failure() const { return first_failure_; }
@@ -108,6 +111,8 @@ class WorldState {
   // The group state for `key` (shared by its members), created on first use.
   // Takes the lock itself.
   std::shared_ptr<GroupState> group(const std::string& key, const std::vector<int>& global_ranks);
+
+  std::vector<std::string> trace() const;
 
   // " (sim seed=N, world size W)": the tail of every simulator message.
   std::string tag() const;
@@ -147,6 +152,15 @@ class WorldState {
   bool advance_clock_if_idle();
   void hold(std::unique_lock<std::mutex>& lock, int rank, const Fault& fault);
   void mark_failed(int rank, std::exception_ptr error);
+  bool virtual_clock() const { return options_.virtual_time || options_.deterministic; }
+  // Deterministic runs: a scheduling point of `rank` (lock held): logs
+  // `event`, lets the schedule pick who runs next, and returns once `rank`
+  // runs again. A failed rank keeps running until its thread ends.
+  void yield_turn(std::unique_lock<std::mutex>& lock, int rank, const std::string& event);
+  void pass_turn(int yielding);
+  void await_turn(std::unique_lock<std::mutex>& lock, int rank);
+  // A finished rank that holds the turn hands it on.
+  void end_turn(int rank, const char* event);
   bool everyone_stuck() const;
   void declare_deadlock();
   std::string where(int rank) const;
@@ -158,7 +172,7 @@ class WorldState {
 
   const int size_;
   const WorldOptions options_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::atomic<uint64_t> changes_{0};  // bumped by notify(): read without the lock while yielding
   std::vector<RankInfo> ranks_;
@@ -166,6 +180,8 @@ class WorldState {
   int failed_rank_ = -1;
   uint64_t deadlock_epoch_ = 0;
   int64_t virtual_now_ms_ = 0;
+  std::unique_ptr<Schedule> schedule_;  // deterministic runs only
+  int turn_ = -1;                       // the rank that may run (deterministic runs)
   std::string deadlock_message_;
   std::map<std::string, std::shared_ptr<GroupState>> groups_;
 };

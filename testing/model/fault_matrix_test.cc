@@ -94,4 +94,19 @@ TEST(FaultMatrix, StragglersChangeNothing) {
   }
 }
 
+TEST(Determinism, DdpRunsReplayUnderEverySeedAndSwarmPlan) {
+  const auto c = short_run();
+  const auto initial = ddp_cases::initial_net(c);
+  at::set_num_threads(1);
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    sim::WorldOptions options = harness::test_options(seed);
+    options.deterministic = true;
+    options.timeout = std::chrono::minutes(30);
+    options.faults = sim::FaultPlan::swarm(seed, kWorld, 40, std::chrono::seconds(5));
+    const auto violation = sim::determinism_violation(
+        kWorld, options, [&](int rank) { ddp_cases::train_rank(c, *initial, rank); });
+    EXPECT_FALSE(violation) << options.faults.to_string() << ": " << *violation;
+  }
+}
+
 }  // namespace

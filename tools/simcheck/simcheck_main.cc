@@ -6,6 +6,8 @@
 //   liveness: when no rank stopped (no faults, delays only, or faults past
 //             the end), the run completed with the fault-free run's exact
 //             results on every rank;
+//   replay:   the faulted run, run again, has the same event trace
+//             (deterministic scheduling: the seed fixes the interleaving);
 //   no hang:  a watchdog ends simcheck if a run outlives a wall-clock bound.
 // Prints a table and, for each failure, the command that replays it.
 #include <ATen/Parallel.h>
@@ -154,7 +156,7 @@ Run run(const Job& job, const sim::FaultPlan& plan, const Flags& flags, const st
   sim::WorldOptions options;
   options.seed = job.seed;
   options.faults = plan;
-  options.virtual_time = true;
+  options.deterministic = true;
   options.timeout = std::chrono::seconds(60);
   options.max_jitter = std::chrono::microseconds(20);
   const auto target = simcheck::make_target(job.target, job.seed, job.world_size, flags.iters, dir);
@@ -196,6 +198,18 @@ std::pair<std::string, std::string> judge(const Run& clean, const Run& faulted) 
   return {"", ""};
 }
 
+std::pair<std::string, std::string> judge_faulted(const Run& clean, const Job& job,
+                                                  const sim::FaultPlan& plan, const Flags& flags,
+                                                  const std::string& dir) {
+  const Run faulted = run(job, plan, flags, dir + "/faulted");
+  auto verdict = judge(clean, faulted);
+  if (!verdict.first.empty()) return verdict;
+  if (run(job, plan, flags, dir + "/replay").outcome.trace != faulted.outcome.trace) {
+    return {"nondeterministic", "a second run of the seed took another schedule"};
+  }
+  return verdict;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,7 +243,7 @@ int main(int argc, char** argv) {
         auto [kind, detail] = clean.outcome.root_cause
                                   ? std::make_pair(std::string("fails without faults"),
                                                    sim::error_message(clean.outcome.root_cause))
-                                  : judge(clean, run(job, plan, flags, dir + "/faulted"));
+                                  : judge_faulted(clean, job, plan, flags, dir);
         watchdog.disarm();
         ++row.runs;
         if (plan.stops_a_rank()) ++row.stopped;
