@@ -75,18 +75,9 @@ void World::run(const std::function<void(int rank)>& body) {
 
 const char* error_kind(const std::exception_ptr& error) {
   if (!error) return "ok";
+  if (const char* kind = engine::dist::dist_error_kind(error)) return kind;
   try {
     std::rethrow_exception(error);
-  } catch (const engine::dist::Timeout&) {
-    return "Timeout";
-  } catch (const engine::dist::PeerFailure&) {
-    return "PeerFailure";
-  } catch (const engine::dist::CollectiveMismatch&) {
-    return "CollectiveMismatch";
-  } catch (const engine::dist::InvalidArgument&) {
-    return "InvalidArgument";
-  } catch (const engine::dist::DistError&) {
-    return "DistError";
   } catch (const InjectedCrash&) {
     return "InjectedCrash";
   } catch (const InjectedHang&) {

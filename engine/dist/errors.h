@@ -1,5 +1,6 @@
 #pragma once
 
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -38,6 +39,10 @@ class PeerFailure : public DistError {
  public:
   using DistError::DistError;
 };
+
+// The engine error's type: "Timeout", "PeerFailure", "CollectiveMismatch",
+// "InvalidArgument" or "DistError"; nullptr for nullptr and other errors.
+const char* dist_error_kind(const std::exception_ptr& error);
 
 // "[rank 3] " + what: the prefix every engine message starts with.
 std::string on_rank(int rank, const std::string& what);

@@ -39,7 +39,7 @@ struct FlightRecord {
   int rank = 0;
   int world_size = 0;
   std::string backend;
-  std::string reason;  // why it was taken: "timeout", "on demand", ...
+  std::string reason;  // why it was taken: "Timeout", "CollectiveMismatch", "on demand", ...
   uint64_t total = 0;  // calls recorded since the start; entries hold the last ones
   std::vector<FlightEntry> entries;
 };

@@ -23,22 +23,13 @@ int64_t now_us() {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-// What a failure is called in the record's reason; InvalidArgument is the
-// caller's mistake, reported at once, and needs no record.
+// What a failure is called in the record's reason ("Timeout", ...);
+// nullptr for InvalidArgument, the caller's mistake, reported at once and in
+// need of no record.
 const char* failure_kind(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const InvalidArgument&) {
-    return nullptr;
-  } catch (const Timeout&) {
-    return "timeout";
-  } catch (const CollectiveMismatch&) {
-    return "collective mismatch";
-  } catch (const PeerFailure&) {
-    return "peer failure";
-  } catch (...) {
-    return "failure";
-  }
+  const char* kind = dist_error_kind(error);
+  if (!kind) return "failure";
+  return std::string(kind) == "InvalidArgument" ? nullptr : kind;
 }
 
 // A Work whose end is stamped in the recorder when the rank sees it.

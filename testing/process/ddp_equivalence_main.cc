@@ -15,6 +15,7 @@
 
 #include "engine/dist/dist.h"
 #include "testing/model/ddp_cases.h"
+#include "testing/process/verdict.h"
 
 namespace {
 
@@ -33,13 +34,6 @@ std::optional<std::string> differs_from_rank0(const ddp_cases::Snapshots& mine) 
     }
   }
   return std::nullopt;
-}
-
-// True when every rank passed.
-bool agreed(bool passed) {
-  at::Tensor failures = at::tensor({passed ? 0 : 1}, at::kInt);
-  dist::all_reduce(failures);
-  return failures.item<int>() == 0;
 }
 
 }  // namespace
@@ -69,7 +63,7 @@ int main(int argc, char** argv) {
                         expected, mine, "rank " + std::to_string(rank) + " against the serial run");
                     if (!problem) problem = differs_from_rank0(mine);
                     if (problem) std::cerr << *problem << "\n";  // the launcher prefixes the rank
-                    RC_ASSERT(agreed(!problem));
+                    RC_ASSERT(all_ranks_passed(!problem));
                   });
     dist::barrier();
     return passed ? 0 : 1;

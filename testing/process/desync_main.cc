@@ -16,19 +16,9 @@
 #include "engine/flight/diagnosis.h"
 #include "engine/flight/record_files.h"
 #include "testing/desync_cases.h"
-
-namespace {
+#include "testing/process/verdict.h"
 
 namespace dist = engine::dist;
-
-// True when every rank passed.
-bool agreed(bool passed) {
-  at::Tensor failures = at::tensor({passed ? 0 : 1}, at::kInt);
-  dist::all_reduce(failures);
-  return failures.item<int>() == 0;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -58,7 +48,7 @@ int main(int argc, char** argv) {
       if (problem) std::cerr << *problem << "\n";
       passed = !problem;
     }
-    return agreed(passed) ? 0 : 1;
+    return all_ranks_passed(passed) ? 0 : 1;
   } catch (const std::exception& error) {
     std::cerr << "desync_main: " << error.what() << "\n";
     return 1;
