@@ -1,5 +1,6 @@
 #include "sim/world.h"
 
+#include <iostream>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -21,6 +22,7 @@ World::World(int world_size, WorldOptions options) : size_(world_size), options_
 
 World::Outcome World::run_all(const std::function<void(int rank)>& body) {
   auto state = std::make_shared<WorldState>(size_, options_);
+  if (!options_.faults.empty()) std::cerr << "sim: fault plan" << state->tag() << "\n";
   std::vector<int> everyone(size_);
   std::iota(everyone.begin(), everyone.end(), 0);
   const auto world_group = state->group("world", everyone);

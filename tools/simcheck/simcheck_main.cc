@@ -5,7 +5,9 @@
 //             error naming a stopped rank;
 //   liveness: when no rank stopped (no faults, delays only, or faults past
 //             the end), the run completed with the fault-free run's exact
-//             results on every rank;
+//             results on every rank; when one did, the run restarted without
+//             faults (the demo: from its latest checkpoint) completes with
+//             them;
 //   replay:   the faulted run, run again, has the same event trace
 //             (deterministic scheduling: the seed fixes the interleaving);
 //   no hang:  a watchdog ends simcheck if a run outlives a wall-clock bound.
@@ -152,14 +154,16 @@ struct Run {
   std::vector<uint64_t> calls;
 };
 
-Run run(const Job& job, const sim::FaultPlan& plan, const Flags& flags, const std::string& dir) {
+Run run(const Job& job, const sim::FaultPlan& plan, const Flags& flags, const std::string& dir,
+        bool resume = false) {
   sim::WorldOptions options;
   options.seed = job.seed;
   options.faults = plan;
   options.deterministic = true;
   options.timeout = std::chrono::seconds(60);
   options.max_jitter = std::chrono::microseconds(20);
-  const auto target = simcheck::make_target(job.target, job.seed, job.world_size, flags.iters, dir);
+  const auto target =
+      simcheck::make_target(job.target, job.seed, job.world_size, flags.iters, dir, resume);
   Run result{{}, std::vector<std::string>(job.world_size), std::vector<uint64_t>(job.world_size)};
   result.outcome = sim::World(job.world_size, options).run_all([&](int rank) {
     result.digests[rank] = target(rank);
@@ -206,6 +210,13 @@ std::pair<std::string, std::string> judge_faulted(const Run& clean, const Job& j
   if (!verdict.first.empty()) return verdict;
   if (run(job, plan, flags, dir + "/replay").outcome.trace != faulted.outcome.trace) {
     return {"nondeterministic", "a second run of the seed took another schedule"};
+  }
+  if (faulted.outcome.root_cause) {
+    // The faults stop here: restarted from its latest checkpoint, the run
+    // must complete with the fault-free results.
+    const Run restarted = run(job, {}, flags, dir + "/faulted", /*resume=*/true);
+    const auto after = judge(clean, restarted);
+    if (!after.first.empty()) return {"no recovery: " + after.first, after.second};
   }
   return verdict;
 }

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <rapidcheck.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -27,16 +28,17 @@ engine::registry::Json demo_config() {
   return engine::registry::Json::parse(in);
 }
 
-Target demo(int64_t iters, const std::string& work_dir) {
+Target demo(int64_t iters, const std::string& work_dir, bool resume) {
   auto config = std::make_shared<engine::registry::Json>(demo_config());
-  return [config, iters, work_dir](int) {
+  return [config, iters, work_dir, resume](int) {
     examples::DemoOverrides overrides;
     overrides.launcher = "none";
     overrides.shares_process = true;
     overrides.quiet = true;
     overrides.max_iters = iters;
-    overrides.checkpoint_interval = iters;
+    overrides.checkpoint_interval = std::max<int64_t>(1, iters / 3);
     overrides.work_dir = work_dir;
+    if (resume) overrides.resume_from = "auto";
     const auto result = examples::run_demo(*config, overrides);
     std::ostringstream out;
     out.precision(17);
@@ -66,8 +68,8 @@ const std::vector<std::string>& target_names() {
 }
 
 Target make_target(const std::string& name, uint64_t seed, int world_size, int64_t iters,
-                   const std::string& work_dir) {
-  if (name == "demo") return demo(iters, work_dir);
+                   const std::string& work_dir, bool resume) {
+  if (name == "demo") return demo(iters, work_dir, resume);
   if (name == "ddp") return ddp(seed, world_size);
   throw std::invalid_argument("simcheck: unknown target " + name + " (demo or ddp)");
 }

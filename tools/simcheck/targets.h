@@ -12,11 +12,13 @@ namespace simcheck {
 // metrics), so that a run can be compared bit for bit with a fault-free one.
 using Target = std::function<std::string(int rank)>;
 
-// "demo": examples::run_demo for `iters` iterations from the demo's config.
-// "ddp": a DDP equivalence case drawn from `seed`, for `world_size` ranks.
+// "demo": examples::run_demo for `iters` iterations from the demo's config,
+// with checkpoints in `work_dir` every third of the run; `resume`: from the
+// latest one there ("auto"). "ddp": a DDP equivalence case drawn from `seed`,
+// for `world_size` ranks (it has no checkpoints: `resume` starts it afresh).
 // Throws std::invalid_argument for another name.
 Target make_target(const std::string& name, uint64_t seed, int world_size, int64_t iters,
-                   const std::string& work_dir);
+                   const std::string& work_dir, bool resume);
 
 const std::vector<std::string>& target_names();
 
