@@ -61,8 +61,8 @@ void WorldState::await_turn(std::unique_lock<std::mutex>& lock, int rank) {
 }
 
 std::string WorldState::tag() const {
-  std::string tag = " (sim seed=" + std::to_string(options_.seed) + ", world size " +
-                    std::to_string(size_);
+  std::string tag =
+      " (sim seed=" + std::to_string(options_.seed) + ", world size " + std::to_string(size_);
   if (!options_.faults.empty()) tag += ", faults " + options_.faults.to_string();
   if (options_.deterministic) tag += ", deterministic";
   return tag + ")";
@@ -229,10 +229,12 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
   me.wait = &w;
   me.deadlock_epoch = deadlock_epoch_;
   const uint64_t epoch = deadlock_epoch_;
-  if (everyone_stuck()) declare_deadlock();
-  if (!schedule_ && yield_until_change(lock, w)) return;
+  // Set before the lock is let go: a rank that advances the virtual clock
+  // meanwhile must see this wait's deadline, not a stale one.
   const auto timeout = std::min(w.timeout, options_.timeout);
   Deadline deadline = start_deadline(me, timeout);
+  if (everyone_stuck()) declare_deadlock();
+  if (!schedule_ && yield_until_change(lock, w)) return;
   while (!w.ready()) {
     // A timeout shared by the waiters wins over the failure it causes: a
     // waiter that timed out first may already have ended its rank.
