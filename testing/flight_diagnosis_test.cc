@@ -74,7 +74,9 @@ TEST(FlightRecorder, RecordsSubgroupsByTheirGlobalRanks) {
   });
   EXPECT_EQ(records[1].entries.back().describe(),
             "broadcast #1 (group [1, 3], root 3, 4 B Float[1])");
+  EXPECT_EQ(records[1].entries.back().group_id, "0.1");
   EXPECT_EQ(records[0].entries.back().kind, "new_group");
+  EXPECT_EQ(records[0].entries.back().group_id, "0");
 }
 
 TEST(FlightRecorder, OffWhenTheSizeIsZero) {

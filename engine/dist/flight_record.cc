@@ -22,10 +22,19 @@ FlightEntry::State state_from(const std::string& name) {
 }
 
 Json entry_json(const FlightEntry& e) {
-  return Json{{"kind", e.kind},         {"seq", e.seq},       {"group", e.group},
-              {"dtype", e.dtype},       {"shape", e.shape},   {"bytes", e.bytes},
-              {"root", e.root},         {"peer", e.peer},     {"op", e.op},
-              {"start_us", e.start_us}, {"end_us", e.end_us}, {"state", state_name(e.state)},
+  return Json{{"kind", e.kind},
+              {"seq", e.seq},
+              {"group", e.group},
+              {"group_id", e.group_id},
+              {"dtype", e.dtype},
+              {"shape", e.shape},
+              {"bytes", e.bytes},
+              {"root", e.root},
+              {"peer", e.peer},
+              {"op", e.op},
+              {"start_us", e.start_us},
+              {"end_us", e.end_us},
+              {"state", state_name(e.state)},
               {"error", e.error}};
 }
 
@@ -34,6 +43,7 @@ FlightEntry entry_from(const Json& j) {
   j.at("kind").get_to(e.kind);
   j.at("seq").get_to(e.seq);
   j.at("group").get_to(e.group);
+  j.at("group_id").get_to(e.group_id);
   j.at("dtype").get_to(e.dtype);
   j.at("shape").get_to(e.shape);
   j.at("bytes").get_to(e.bytes);

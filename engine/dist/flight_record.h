@@ -15,7 +15,10 @@ struct FlightEntry {
   // count separately, since only two ranks take part in each.
   uint64_t seq = 0;
   std::vector<int> group;  // global ranks
-  std::string dtype;       // "Float"; empty when the call moves no tensor
+  // Tells apart groups with the same ranks: "0" for the world, then
+  // "<parent>.<n>" for the parent's n-th new_group (alike on every rank).
+  std::string group_id = "0";
+  std::string dtype;  // "Float"; empty when the call moves no tensor
   std::vector<int64_t> shape;
   int64_t bytes = 0;  // of one tensor of the call
   int root = -1;      // global rank, -1 when the kind has none

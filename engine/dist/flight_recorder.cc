@@ -74,10 +74,11 @@ class RecordedWork : public Work {
 class RecordingBackend : public Backend {
  public:
   RecordingBackend(std::shared_ptr<Backend> inner, std::shared_ptr<FlightRecorder> recorder,
-                   std::vector<int> global_ranks)
+                   std::vector<int> global_ranks, std::string group_id)
       : inner_(std::move(inner)),
         recorder_(std::move(recorder)),
-        global_ranks_(std::move(global_ranks)) {}
+        global_ranks_(std::move(global_ranks)),
+        group_id_(std::move(group_id)) {}
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -135,10 +136,11 @@ class RecordingBackend : public Backend {
       part = inner_->split(ranks);
       return completed_work();
     })->wait();
+    const std::string id = group_id_ + "." + std::to_string(++splits_);
     if (!part) return nullptr;
     std::vector<int> global;
     for (const int r : ranks) global.push_back(global_rank(r));
-    return std::make_shared<RecordingBackend>(std::move(part), recorder_, std::move(global));
+    return std::make_shared<RecordingBackend>(std::move(part), recorder_, std::move(global), id);
   }
 
  private:
@@ -151,6 +153,7 @@ class RecordingBackend : public Backend {
     e.kind = kind;
     e.seq = seq;
     e.group = global_ranks_;
+    e.group_id = group_id_;
     if (like.defined()) {
       e.dtype = c10::toString(like.scalar_type());
       e.shape = like.sizes().vec();
@@ -188,6 +191,8 @@ class RecordingBackend : public Backend {
   std::shared_ptr<Backend> inner_;
   std::shared_ptr<FlightRecorder> recorder_;
   std::vector<int> global_ranks_;
+  std::string group_id_;
+  uint64_t splits_ = 0;
   uint64_t collective_seq_ = 0;
   uint64_t point_to_point_seq_ = 0;
 };
@@ -303,7 +308,7 @@ std::shared_ptr<Backend> with_flight_recorder(std::shared_ptr<Backend> world,
   std::vector<int> everyone(world->size());
   for (int r = 0; r < world->size(); ++r) everyone[r] = r;
   return std::make_shared<RecordingBackend>(std::move(world), std::move(recorder),
-                                            std::move(everyone));
+                                            std::move(everyone), "0");
 }
 
 FlightRecord flight_record(const std::string& reason) {

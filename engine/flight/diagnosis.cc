@@ -76,22 +76,23 @@ std::string signature(const FlightEntry& e) {
 
 // Per group, the first call number at which its ranks issued different calls.
 std::vector<std::string> divergences(const std::vector<FlightRecord>& records) {
-  // group -> seq -> signature -> (ranks, an entry)
-  std::map<std::vector<int>,
+  // group id -> seq -> signature -> (ranks, an entry)
+  std::map<std::string,
            std::map<uint64_t, std::map<std::string, std::pair<std::vector<int>, FlightEntry>>>>
       calls;
   for (const auto& record : records) {
     for (const auto& e : record.entries) {
       if (e.point_to_point()) continue;
-      auto& slot = calls[e.group][e.seq][signature(e)];
+      auto& slot = calls[e.group_id][e.seq][signature(e)];
       slot.first.push_back(record.rank);
       slot.second = e;
     }
   }
   std::vector<std::string> found;
-  for (const auto& [group, by_seq] : calls) {
+  for (const auto& [group_id, by_seq] : calls) {
     for (const auto& [seq, variants] : by_seq) {
       if (variants.size() < 2) continue;
+      const std::vector<int>& group = variants.begin()->second.second.group;
       std::vector<std::string> parts;
       for (const auto& [sig, issued] : variants) {
         parts.push_back(ranks_text(issued.first) + " issued " + issued.second.describe());

@@ -85,6 +85,17 @@ TEST(Diagnosis, FindsTheFirstCallWhereRanksDiverged) {
       << text;
 }
 
+TEST(Diagnosis, TellsApartGroupsWithTheSameRanks) {
+  std::vector<FlightRecord> records;
+  for (int r = 0; r < 4; ++r) {
+    FlightEntry other = call("broadcast", 1, kDone);
+    other.group_id = "0.1";  // a new_group of the same ranks, with its own numbering
+    records.push_back(record(r, {call("all_reduce", 1, kDone), other}));
+  }
+  const std::string text = diagnose(records);
+  EXPECT_EQ(text.find("divergence"), std::string::npos) << text;
+}
+
 TEST(Diagnosis, NamesRanksWithoutARecord) {
   std::vector<FlightRecord> records{record(0, {call("all_reduce", 1, kStarted)}),
                                     record(2, {call("all_reduce", 1, kStarted)})};
