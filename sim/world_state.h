@@ -132,7 +132,7 @@ class WorldState {
     uint64_t deadlock_epoch = 0;         // the epoch its wait began in
     int64_t deadline_ms = kNever;        // virtual time: when its wait times out
     int64_t wake_ms = kNever;            // kHeld: when it may go on (kNever: a hang)
-    uint64_t calls = 0;                  // calls started, as the fault plan counts them
+    uint64_t calls = 0;                  // calls started (counted with a plan or a schedule)
     const Fault* fault = nullptr;        // kHeld: the fault holding it
   };
   // A wait's deadline on the wall clock and, with virtual time, on the virtual one.

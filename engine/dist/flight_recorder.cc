@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -23,13 +24,15 @@ int64_t now_us() {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-// What a failure is called in the record's reason ("Timeout", ...);
-// nullptr for InvalidArgument, the caller's mistake, reported at once and in
-// need of no record.
-const char* failure_kind(std::exception_ptr error) {
+// Stamps the end of call `id`; a failure other than InvalidArgument (the
+// caller's mistake, reported at once) also dumps the record, named by the
+// error's type ("Timeout", ...).
+void record_end(FlightRecorder& recorder, uint64_t id, std::exception_ptr error) {
+  recorder.end(id, error);
+  if (!error) return;
   const char* kind = dist_error_kind(error);
-  if (!kind) return "failure";
-  return std::string(kind) == "InvalidArgument" ? nullptr : kind;
+  if (!kind) kind = "failure";
+  if (std::strcmp(kind, "InvalidArgument") != 0) recorder.dump_after_failure(kind);
 }
 
 // A Work whose end is stamped in the recorder when the rank sees it.
@@ -60,9 +63,7 @@ class RecordedWork : public Work {
   void finish(std::exception_ptr error) {
     if (finished_) return;
     finished_ = true;
-    recorder_->end(id_, error);
-    if (!error) return;
-    if (const char* kind = failure_kind(error)) recorder_->dump_after_failure(kind);
+    record_end(*recorder_, id_, error);
   }
 
   WorkPtr inner_;
@@ -182,7 +183,7 @@ class RecordingBackend : public Backend {
     try {
       work = start();
     } catch (...) {
-      RecordedWork(completed_work(std::current_exception()), recorder_, id).is_completed();
+      record_end(*recorder_, id, std::current_exception());
       throw;
     }
     return std::make_shared<RecordedWork>(std::move(work), recorder_, id);

@@ -48,22 +48,23 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
 }
 
 std::string where_ranks_are(const std::vector<FlightRecord>& records) {
-  std::map<std::string, std::vector<int>> clusters;  // position text -> ranks
-  std::map<std::string, Position> positions;
+  // position text -> (the position, its ranks)
+  std::map<std::string, std::pair<Position, std::vector<int>>> clusters;
   for (const auto& record : records) {
     const Position position = position_of(record);
-    const std::string key = position.text(false);
-    clusters[key].push_back(record.rank);
-    positions[key] = position;
+    auto& cluster = clusters[position.text(false)];
+    cluster.first = position;
+    cluster.second.push_back(record.rank);
   }
-  std::vector<std::pair<std::string, std::vector<int>>> ordered(clusters.begin(), clusters.end());
+  std::vector<std::pair<Position, std::vector<int>>> ordered;
+  for (auto& item : clusters) ordered.push_back(std::move(item.second));
   std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
     return std::make_pair(a.second.size(), a.second[0]) <
            std::make_pair(b.second.size(), b.second[0]);
   });
   std::vector<std::string> parts;
-  for (const auto& [key, ranks] : ordered) {
-    parts.push_back(ranks_text(ranks) + " " + positions[key].text(ranks.size() > 1));
+  for (const auto& [position, ranks] : ordered) {
+    parts.push_back(ranks_text(ranks) + " " + position.text(ranks.size() > 1));
   }
   return join(parts, parts.size() == 2 ? " while " : "; ");
 }
