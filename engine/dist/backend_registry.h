@@ -16,6 +16,9 @@ struct BackendOptions {
   int world_size = 1;
   std::string master_addr;  // rendezvous host (rank 0 hosts the store there)
   int master_port = 29500;  // mmengine/torchrun default
+  // Non-empty: a launcher hosts the store; join it under this key prefix
+  // (LaunchSpec::agent_store_prefix).
+  std::string agent_store_prefix;
   std::chrono::milliseconds timeout = std::chrono::minutes(30);  // torch.distributed default
 };
 

@@ -98,6 +98,12 @@ LaunchSpec from_pytorch(const Environment& env, const LaunchOptions& options) {
   LaunchSpec spec = read_ranks("pytorch", env, names, world_size);
   spec.node_rank = number(spec.launcher, env, "GROUP_RANK", spec.rank / spec.local_world_size);
   read_rendezvous(spec, env, options);
+  if (const std::string* agent = find(env, "TORCHELASTIC_USE_AGENT_STORE");
+      agent && *agent == "True") {
+    spec.agent_store_prefix =
+        "/worker/attempt_" +
+        std::to_string(number(spec.launcher, env, "TORCHELASTIC_RESTART_COUNT", 0));
+  }
   return spec;
 }
 

@@ -29,6 +29,12 @@ struct LaunchSpec {
   int node_rank = 0;        // torchrun's GROUP_RANK
   std::string master_addr;  // rendezvous host; empty if none is needed or known
   int master_port = 29500;  // torchrun and mmengine default
+  // Non-empty when torchrun's agent already hosts the store at the master
+  // address (TORCHELASTIC_USE_AGENT_STORE=True, torchrun without
+  // --standalone): every rank joins it as a client, under this key prefix
+  // ("/worker/attempt_<TORCHELASTIC_RESTART_COUNT>", as torch.distributed
+  // does) so that a restarted attempt never reads the keys of an earlier one.
+  std::string agent_store_prefix;
 
   // RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_PORT
   // and (when known) MASTER_ADDR, as torchrun sets them: what the process
@@ -47,7 +53,8 @@ struct LaunchOptions {
 // Reads `launcher`'s variables from `env`:
 // - pytorch: RANK, WORLD_SIZE, LOCAL_RANK (required), LOCAL_WORLD_SIZE
 //   (default: WORLD_SIZE), GROUP_RANK (default: RANK / LOCAL_WORLD_SIZE),
-//   MASTER_ADDR, MASTER_PORT.
+//   MASTER_ADDR, MASTER_PORT; TORCHELASTIC_USE_AGENT_STORE and
+//   TORCHELASTIC_RESTART_COUNT under torchrun.
 // - mpi: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE (required),
 //   MASTER_ADDR, MASTER_PORT.
 // - slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODELIST

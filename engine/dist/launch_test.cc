@@ -65,6 +65,22 @@ TEST(LaunchSpec, PytorchDefaults) {
       1234);
 }
 
+// torchrun without --standalone hosts the store in its agent: the workers join
+// it under the attempt's prefix, as torch.distributed's env:// does.
+TEST(LaunchSpec, TorchrunAgentStoreIsJoinedPerAttempt) {
+  Environment env = {{"RANK", "1"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}};
+  EXPECT_EQ(launch_spec("pytorch", env).agent_store_prefix, "");
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";  // torchrun --standalone
+  EXPECT_EQ(launch_spec("pytorch", env).agent_store_prefix, "");
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  EXPECT_EQ(launch_spec("pytorch", env).agent_store_prefix, "/worker/attempt_0");
+  env["TORCHELASTIC_RESTART_COUNT"] = "2";
+  EXPECT_EQ(launch_spec("pytorch", env).agent_store_prefix, "/worker/attempt_2");
+  env["TORCHELASTIC_RESTART_COUNT"] = "x";
+  EXPECT_TRUE(has(error_of([&] { launch_spec("pytorch", env); }),
+                  "TORCHELASTIC_RESTART_COUNT='x' is not a non-negative whole number"));
+}
+
 TEST(LaunchSpec, BadValuesNameTheVariable) {
   const Environment good = {
       {"RANK", "1"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}};

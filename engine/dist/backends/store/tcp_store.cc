@@ -1,5 +1,6 @@
 #include "engine/dist/backends/store/tcp_store.h"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "engine/dist/errors.h"
@@ -14,10 +15,14 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const BackendOptions& options, co
   }
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(options.master_port);
-  store_options.isServer = options.rank == 0;
-  store_options.numWorkers = options.world_size;
+  const bool hosted_by_launcher = !options.agent_store_prefix.empty();
+  store_options.isServer = options.rank == 0 && !hosted_by_launcher;
+  // The launcher's store counts its own agents, not these workers.
+  if (!hosted_by_launcher) store_options.numWorkers = options.world_size;
   store_options.timeout = options.timeout;
-  return c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+  auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+  if (!hosted_by_launcher) return store;
+  return c10::make_intrusive<c10d::PrefixStore>(options.agent_store_prefix, std::move(store));
 }
 
 }  // namespace engine::dist

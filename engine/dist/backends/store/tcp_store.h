@@ -7,8 +7,9 @@
 namespace engine::dist {
 
 // The rendezvous of the TCP backends (gloo, nccl): c10d's TCPStore, hosted by
-// rank 0 at options.master_addr:options.master_port. Throws InvalidArgument
-// without a master address.
+// rank 0 at options.master_addr:options.master_port, or joined under a prefix
+// when the launcher hosts it (options.agent_store_prefix). Throws
+// InvalidArgument without a master address.
 c10::intrusive_ptr<c10d::Store> make_tcp_store(const BackendOptions& options, const char* backend);
 
 }  // namespace engine::dist
