@@ -6,6 +6,8 @@
 #include <cstring>
 #include <ostream>
 
+#include "testing/harness.h"
+
 namespace cases {
 namespace {
 
@@ -50,7 +52,7 @@ std::vector<c10::ScalarType> dtypes_for(const std::string& op) {
 rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops) {
   return rc::gen::exec([ops] {
     TensorCase c;
-    c.world_size = *rc::gen::inRange(1, 9);
+    c.world_size = *rc::gen::inRange(1, harness::max_world_size(8) + 1);
     c.op = ops.empty() ? "" : *rc::gen::elementOf(ops);
     c.dtype = *rc::gen::elementOf(c.op.empty() ? all_dtypes() : dtypes_for(c.op));
     c.shape = *shape_gen();

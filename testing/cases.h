@@ -4,6 +4,7 @@
 #include <rapidcheck.h>
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct TensorCase {
   uint64_t data_seed = 0;  // fills the inputs
   uint64_t sim_seed = 0;   // drives the simulator
 };
+
+// How RapidCheck prints a case (in a failure's counterexample).
+void showValue(const TensorCase& c, std::ostream& os);
 
 // Every dtype the suites cover, and those that `op` accepts.
 std::vector<c10::ScalarType> all_dtypes();

@@ -1,19 +1,129 @@
 #include "testing/harness.h"
 
 #include <ATen/Parallel.h>
+#include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
+#include <optional>
+#include <stdexcept>
 #include <string>
+
+#include "engine/dist/dist.h"
 
 namespace harness {
 namespace {
+
+namespace dist = engine::dist;
 
 uint64_t env_or(const char* name, uint64_t fallback) {
   const char* value = std::getenv(name);
   return value ? std::stoull(value) : fallback;
 }
 
+const char* process_backend() { return std::getenv("HARNESS_BACKEND"); }
+
+// The job this process belongs to, joined at first use; each smaller world
+// is a subgroup of the first ranks, made once (every rank asks for the same
+// sizes in the same order, as new_group needs).
+class ProcessJob {
+ public:
+  static ProcessJob& get() {
+    static ProcessJob job;
+    joined = true;
+    return job;
+  }
+  static bool joined;
+
+  int size() const { return dist::get_world_size(); }
+  int rank() const { return dist::get_rank(); }
+
+  // The backend spanning ranks [0, n) on ranks below n, else nullptr; the
+  // whole job's is the process context's. Collective on a first request.
+  std::shared_ptr<dist::Backend> world_of(int n) {
+    if (n == size()) return nullptr;
+    auto& group = prefixes_[n];
+    if (!group) {
+      std::vector<int> ranks(n);
+      for (int r = 0; r < n; ++r) ranks[r] = r;
+      group = dist::new_group(ranks);
+    }
+    if (!group->is_member()) return nullptr;
+    // Shares the group's ownership: the backend lives as long as the cache.
+    return std::shared_ptr<dist::Backend>(group, &group->backend());
+  }
+
+  void leave() {
+    prefixes_.clear();
+    dist::barrier();
+    dist::destroy_process_group();
+  }
+
+ private:
+  ProcessJob() {
+    const char* rc_params = std::getenv("RC_PARAMS");
+    if (!rc_params || std::string(rc_params).find("seed=") == std::string::npos) {
+      throw std::invalid_argument(
+          "process mode needs RC_PARAMS with a seed (for example RC_PARAMS='seed=1'), the same "
+          "on every rank, so that every rank draws the same cases");
+    }
+    dist::InitOptions options;
+    options.timeout = std::chrono::milliseconds(env_or("HARNESS_TIMEOUT_MS", 60000));
+    dist::init_dist(dist::infer_launcher(dist::process_environment()), process_backend(), options);
+  }
+
+  std::map<int, dist::GroupPtr> prefixes_;
+};
+
+bool ProcessJob::joined = false;
+
+// Leaves the job after the last test, on every rank together.
+class LeaveJobAtEnd : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (ProcessJob::joined) ProcessJob::get().leave();
+  }
+};
+
+const bool registered =
+    process_backend() && ::testing::AddGlobalTestEnvironment(new LeaveJobAtEnd) != nullptr;
+
+// Every rank learns the first rank's error, if any, and throws it.
+void rethrow_any(const std::string& mine) {
+  const auto errors = dist::all_gather_object(c10::IValue(mine));
+  for (size_t rank = 0; rank < errors.size(); ++rank) {
+    const std::string& error = errors[rank].toStringRef();
+    if (!error.empty()) {
+      throw std::runtime_error("[process rank " + std::to_string(rank) + "] " + error);
+    }
+  }
+}
+
+void run_in_process(int world_size, const std::function<void(int rank)>& body) {
+  ProcessJob& job = ProcessJob::get();
+  if (world_size > job.size()) {
+    throw std::invalid_argument("this case needs " + std::to_string(world_size) +
+                                " ranks and the job has " + std::to_string(job.size()) +
+                                ": start the suite with at least that many processes");
+  }
+  const auto world = job.world_of(world_size);
+  std::string error;
+  if (job.rank() < world_size) {
+    std::optional<dist::ScopedThreadContext> bound;
+    if (world) bound.emplace(world);
+    try {
+      body(job.rank());
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (error.empty()) error = "an exception without a message";
+    }
+  }
+  rethrow_any(error);
+}
+
 }  // namespace
+
+bool process_mode() { return registered; }
 
 sim::WorldOptions test_options(uint64_t seed) {
   sim::WorldOptions options;
@@ -25,11 +135,23 @@ sim::WorldOptions test_options(uint64_t seed) {
 
 sim::WorldOptions test_options() { return test_options(env_or("SIM_SEED", 1)); }
 
+int max_world_size(int simulated) { return process_mode() ? ProcessJob::get().size() : simulated; }
+
 void run_ranks(int world_size, const std::function<void(int rank)>& body,
                const sim::WorldOptions& options) {
-  // Thread-ranks share the cores: ATen must not start a thread pool of its own.
+  // Ranks share the cores: ATen must not start a thread pool of its own.
   at::set_num_threads(1);
+  if (process_mode()) {
+    run_in_process(world_size, body);
+    return;
+  }
   sim::World(world_size, options).run(body);
+}
+
+std::vector<c10::IValue> exchange_results(int world_size, const c10::IValue& mine) {
+  auto all = dist::all_gather_object(mine);
+  all.resize(world_size);
+  return all;
 }
 
 }  // namespace harness

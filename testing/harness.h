@@ -1,12 +1,28 @@
 #pragma once
 
+#include <ATen/core/ivalue.h>
+
 #include <functional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
 #include <vector>
 
 #include "sim/world.h"
 
-// Runs one test body on every rank. Today the ranks are sim thread-ranks; the
-// process backends run the same bodies in N processes.
+// Runs one test body on every rank: sim thread-ranks by default, or, in
+// process mode, this process's rank of a job that a launcher started.
+//
+// Process mode (HARNESS_BACKEND=mpi or gloo, under mpirun, engine-launch or
+// torchrun): the same test sources run unchanged in N processes. The first
+// run_ranks call joins the job (init_dist, launcher inferred). A world of
+// n <= N ranks is the job's first n ranks (a cached subgroup bound as their
+// world; the others sit the case out). collect_ranks hands every process
+// every rank's result, so each process checks the same data and reaches the
+// same verdict, and RapidCheck, drawing from the same RC_PARAMS seed on every
+// rank (required), shrinks alike everywhere. An exception on one rank is
+// rethrown on every rank.
 namespace harness {
 
 // Simulator options for tests: seed from SIM_SEED (default 1), a timeout of
@@ -15,17 +31,91 @@ sim::WorldOptions test_options();
 // test_options() with `seed` (for cases drawn by RapidCheck).
 sim::WorldOptions test_options(uint64_t seed);
 
+// The largest world a case may ask for: `simulated` in the simulator, the
+// job's size in process mode.
+int max_world_size(int simulated);
+
+// Runs `body(rank)` for every rank of a world of `world_size` (the sim
+// `options` do not apply in process mode).
 void run_ranks(int world_size, const std::function<void(int rank)>& body,
                const sim::WorldOptions& options = test_options());
 
-// Each rank's return value, indexed by rank.
+// How a result travels between processes: the types below as IValues. Other
+// result types provide to_ivalue / from_ivalue beside themselves (found by
+// argument-dependent lookup); a suite whose result type has neither runs in
+// the simulator only.
+template <typename R>
+constexpr bool kIValueNative =
+    std::is_same_v<R, at::Tensor> || std::is_same_v<R, std::vector<at::Tensor>> ||
+    std::is_same_v<R, int64_t> || std::is_same_v<R, double> || std::is_same_v<R, bool> ||
+    std::is_same_v<R, std::string> || std::is_same_v<R, std::vector<int64_t>> ||
+    std::is_same_v<R, c10::IValue> || std::is_same_v<R, std::vector<c10::IValue>>;
+
+template <typename R, typename = std::enable_if_t<kIValueNative<R>>>
+c10::IValue to_ivalue(const R& value) {
+  if constexpr (std::is_same_v<R, std::vector<c10::IValue>>) {
+    c10::impl::GenericList list(c10::AnyType::get());
+    for (const auto& item : value) list.push_back(item);
+    return list;
+  } else {
+    return c10::IValue(value);
+  }
+}
+template <typename R, typename = std::enable_if_t<kIValueNative<R>>>
+void from_ivalue(const c10::IValue& value, R& out) {
+  if constexpr (std::is_same_v<R, c10::IValue>) {
+    out = value;
+  } else if constexpr (std::is_same_v<R, std::vector<c10::IValue>>) {
+    out = value.toListRef().vec();
+  } else {
+    out = value.to<R>();
+  }
+}
+
+template <typename R, typename = void>
+struct Exchangeable : std::false_type {};
+template <typename R>
+struct Exchangeable<
+    R, std::void_t<decltype(to_ivalue(std::declval<const R&>())),
+                   decltype(from_ivalue(std::declval<const c10::IValue&>(), std::declval<R&>()))>>
+    : std::true_type {};
+
+// Process mode: every rank's encoded result (None beyond `world_size`).
+std::vector<c10::IValue> exchange_results(int world_size, const c10::IValue& mine);
+bool process_mode();
+
+// Fills in the other ranks' results (process mode).
+template <typename R>
+std::vector<R> gather_everywhere(int world_size, int my_rank, std::vector<R> results) {
+  const auto all =
+      exchange_results(world_size, my_rank < 0 ? c10::IValue() : to_ivalue(results[my_rank]));
+  for (int rank = 0; rank < world_size; ++rank) {
+    if (rank != my_rank) from_ivalue(all[rank], results[rank]);
+  }
+  return results;
+}
+
+// Each rank's return value, indexed by rank, on every rank.
 template <typename R>
 std::vector<R> collect_ranks(int world_size, const std::function<R(int rank)>& body,
                              const sim::WorldOptions& options = test_options()) {
   std::vector<R> results(world_size);
+  int my_rank = -1;
   run_ranks(
-      world_size, [&](int rank) { results[rank] = body(rank); }, options);
-  return results;
+      world_size,
+      [&](int rank) {
+        results[rank] = body(rank);
+        my_rank = rank;
+      },
+      options);
+  if (!process_mode()) return results;
+  if constexpr (!Exchangeable<R>::value) {
+    throw std::logic_error(std::string("collect_ranks: this result type cannot travel between "
+                                       "processes (give it to_ivalue and from_ivalue): ") +
+                           typeid(R).name());
+  } else {
+    return gather_everywhere(world_size, my_rank, std::move(results));
+  }
 }
 
 }  // namespace harness

@@ -118,8 +118,10 @@ class GlooWork : public Work {
 WorkPtr nothing_to_move() { return completed_work(); }
 
 // Data movement needs no dtype, and Gloo's is typed (no bool, no bfloat16):
-// it moves flat uint8 views of the (contiguous) tensors instead.
-at::Tensor as_bytes(const at::Tensor& t) { return t.reshape({-1}).view(at::kByte); }
+// it moves flat uint8 views of the (contiguous) tensors instead. Not
+// reshape({-1}): a one-element tensor counts as contiguous whatever its
+// stride, and reshape keeps that stride, which a byte view refuses.
+at::Tensor as_bytes(const at::Tensor& t) { return t.as_strided({t.numel()}, {1}).view(at::kByte); }
 
 std::vector<at::Tensor> as_bytes(const std::vector<at::Tensor>& list) {
   std::vector<at::Tensor> out;

@@ -21,9 +21,15 @@ at::Tensor packed(const std::vector<at::Tensor>& list) {
   return torch::utils::flatten_dense_tensors(list);
 }
 
+// Not unflatten_dense_tensors: LibTorch 1.13 gives an empty tensor's part
+// the shape [0], which does not copy into a [0, 1] output.
 void unpack(const at::Tensor& buffer, std::vector<at::Tensor>& outputs) {
-  const auto parts = torch::utils::unflatten_dense_tensors(buffer, outputs);
-  for (size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_(parts[i]);
+  int64_t offset = 0;
+  for (auto& output : outputs) {
+    const int64_t count = output.numel();
+    output.copy_(buffer.narrow(0, offset, count).view(output.sizes()));
+    offset += count;
+  }
 }
 
 void initialize_mpi() {
