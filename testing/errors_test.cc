@@ -2,7 +2,6 @@
 // rank, naming the ranks involved and the simulator seed. Never a hang.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -11,6 +10,7 @@
 
 #include "engine/dist/dist.h"
 #include "testing/harness.h"
+#include "testing/property.h"
 
 namespace dist = engine::dist;
 
@@ -42,7 +42,7 @@ enum class Difference { kCollective, kDtype, kShape, kOp, kRoot };
 
 }  // namespace
 
-RC_GTEST_PROP(Mismatch, EveryKindRaisesOnEveryRankNamingEachCall, ()) {
+HARNESS_PROP(Mismatch, EveryKindRaisesOnEveryRankNamingEachCall, ()) {
   const int n = *rc::gen::inRange(2, 9);
   const int odd = *rc::gen::inRange(0, n);
   const auto difference = *rc::gen::element(Difference::kCollective, Difference::kDtype,

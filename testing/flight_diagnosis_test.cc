@@ -2,7 +2,6 @@
 // the files the ranks write when the mismatch is raised.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +11,7 @@
 #include "engine/flight/record_files.h"
 #include "testing/desync_cases.h"
 #include "testing/harness.h"
+#include "testing/property.h"
 
 namespace {
 
@@ -29,7 +29,7 @@ std::string fresh_flight_dir(const std::string& name) {
   return dir;
 }
 
-RC_GTEST_PROP(FlightDiagnosis, NamesThePlantedDesync, ()) {
+HARNESS_PROP(FlightDiagnosis, NamesThePlantedDesync, ()) {
   const int world_size = *rc::gen::inRange(2, 7);
   const int odd_rank = *rc::gen::inRange(0, world_size);
   const Desync desync = *rc::gen::element(Desync::kSkip, Desync::kDifferentCall);

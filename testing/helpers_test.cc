@@ -2,13 +2,13 @@
 // including the points where mmengine goes wrong (FACTS.md "Better").
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <filesystem>
 
 #include "engine/dist/dist.h"
 #include "testing/cases.h"
 #include "testing/harness.h"
+#include "testing/property.h"
 
 namespace dist = engine::dist;
 namespace fs = std::filesystem;
@@ -37,7 +37,7 @@ TEST(SyncRandomSeed, EveryRankGetsRankZerosDrawInRange) {
   }
 }
 
-RC_GTEST_PROP(AllReduceDict, EqualsPerKeyReferenceWithPromotion, ()) {
+HARNESS_PROP(AllReduceDict, EqualsPerKeyReferenceWithPromotion, ()) {
   const int n = *rc::gen::inRange(1, 9);
   const auto op = *rc::gen::element<std::string>("sum", "mean", "max");
   // Per key: element count and whether the value is an integer tensor.
@@ -94,7 +94,7 @@ TEST(AllReduceDict, DifferentKeysRaiseMismatchOnEveryRankNamingThem) {
   }
 }
 
-RC_GTEST_PROP(AllReduceParams, CoalescedAndPerTensorPathsAgree, ()) {
+HARNESS_PROP(AllReduceParams, CoalescedAndPerTensorPathsAgree, ()) {
   const int n = *rc::gen::inRange(1, 9);
   const int bucket_size_mb = *rc::gen::element(-1, 1);
   const auto op = *rc::gen::element<std::string>("sum", "mean", "min");
@@ -141,7 +141,7 @@ RC_GTEST_PROP(AllReduceParams, CoalescedAndPerTensorPathsAgree, ()) {
 // The dataset holds ints and genuine None results (mmengine drops those and
 // shifts what follows). Rank r processes items r, r+n, ... as the sampler
 // hands them out; padding repeats items from the start.
-RC_GTEST_PROP(CollectResults, RestoresDatasetOrderKeepingNone, ()) {
+HARNESS_PROP(CollectResults, RestoresDatasetOrderKeepingNone, ()) {
   const int n = *rc::gen::inRange(1, 9);
   const auto device = *rc::gen::element<std::string>("cpu", "gpu");
   const bool padded = *rc::gen::arbitrary<bool>();

@@ -2,7 +2,6 @@
 // node-local group, master_only, and isolation between thread-ranks.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +9,7 @@
 
 #include "engine/dist/dist.h"
 #include "testing/harness.h"
+#include "testing/property.h"
 
 namespace dist = engine::dist;
 
@@ -85,7 +85,7 @@ TEST(MasterOnly, RunsOnRankZeroOnly) {
   for (int r = 1; r < 4; ++r) EXPECT_FALSE(results[r].has_value());
 }
 
-RC_GTEST_PROP(NewGroup, MembersReduceAmongThemselvesNonMembersAreRejected, ()) {
+HARNESS_PROP(NewGroup, MembersReduceAmongThemselvesNonMembersAreRejected, ()) {
   const int n = *rc::gen::inRange(2, 9);
   const auto in_group = *rc::gen::container<std::vector<bool>>(n, rc::gen::arbitrary<bool>());
   std::vector<int> members;

@@ -2,11 +2,11 @@
 // rank ends with exactly the bytes the serial picture says.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include "engine/dist/dist.h"
 #include "testing/cases.h"
 #include "testing/harness.h"
+#include "testing/property.h"
 
 namespace dist = engine::dist;
 using cases::TensorCase;
@@ -39,7 +39,7 @@ bool lists_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>
 
 }  // namespace
 
-RC_GTEST_PROP(Broadcast, EveryRankGetsTheRootsBytesInPlace, ()) {
+HARNESS_PROP(Broadcast, EveryRankGetsTheRootsBytesInPlace, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
   const auto results = run_case<at::Tensor>(c, [&](int rank) {
@@ -52,7 +52,7 @@ RC_GTEST_PROP(Broadcast, EveryRankGetsTheRootsBytesInPlace, ()) {
   for (const auto& t : results) RC_ASSERT(cases::bit_equal(t, table[c.root][0]));
 }
 
-RC_GTEST_PROP(AllGather, EveryRankGetsEveryInputInRankOrder, ()) {
+HARNESS_PROP(AllGather, EveryRankGetsEveryInputInRankOrder, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
   const auto results = run_case<std::vector<at::Tensor>>(
@@ -62,7 +62,7 @@ RC_GTEST_PROP(AllGather, EveryRankGetsEveryInputInRankOrder, ()) {
   for (const auto& list : results) RC_ASSERT(lists_equal(list, expected));
 }
 
-RC_GTEST_PROP(Gather, RootGetsEveryInputOthersGetNothing, ()) {
+HARNESS_PROP(Gather, RootGetsEveryInputOthersGetNothing, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
   const auto results = run_case<std::vector<at::Tensor>>(c, [&](int rank) {
@@ -76,7 +76,7 @@ RC_GTEST_PROP(Gather, RootGetsEveryInputOthersGetNothing, ()) {
   }
 }
 
-RC_GTEST_PROP(Scatter, RankKGetsTheRootsKthTensor, ()) {
+HARNESS_PROP(Scatter, RankKGetsTheRootsKthTensor, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
   const auto results = run_case<at::Tensor>(c, [&](int rank) {
@@ -91,7 +91,7 @@ RC_GTEST_PROP(Scatter, RankKGetsTheRootsKthTensor, ()) {
   for (int k = 0; k < c.world_size; ++k) RC_ASSERT(cases::bit_equal(results[k], table[c.root][k]));
 }
 
-RC_GTEST_PROP(AllToAll, OutputSOfRankKIsInputKOfRankS, ()) {
+HARNESS_PROP(AllToAll, OutputSOfRankKIsInputKOfRankS, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
   const auto results = run_case<std::vector<at::Tensor>>(c, [&](int rank) {
@@ -110,7 +110,7 @@ RC_GTEST_PROP(AllToAll, OutputSOfRankKIsInputKOfRankS, ()) {
   }
 }
 
-RC_GTEST_PROP(SendRecv, RingShiftDeliversEveryTensorToItsNeighbour, ()) {
+HARNESS_PROP(SendRecv, RingShiftDeliversEveryTensorToItsNeighbour, ()) {
   TensorCase c = *cases::tensor_case({});
   c.world_size = std::max(c.world_size, 2);
   const Lists table = table_of(c);

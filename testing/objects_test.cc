@@ -1,11 +1,11 @@
 // Object collectives move any IValue (through LibTorch's pickler) exactly.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include "engine/dist/dist.h"
 #include "testing/cases.h"
 #include "testing/harness.h"
+#include "testing/property.h"
 
 namespace dist = engine::dist;
 
@@ -66,7 +66,7 @@ bool same_object(const c10::IValue& a, const c10::IValue& b) {
 
 }  // namespace
 
-RC_GTEST_PROP(AllGatherObject, EveryRankGetsEveryObjectInRankOrder, ()) {
+HARNESS_PROP(AllGatherObject, EveryRankGetsEveryObjectInRankOrder, ()) {
   const int n = *rc::gen::inRange(1, 9);
   const ObjectCase c = *object_case();
   const auto results = harness::collect_ranks<std::vector<c10::IValue>>(
@@ -78,7 +78,7 @@ RC_GTEST_PROP(AllGatherObject, EveryRankGetsEveryObjectInRankOrder, ()) {
   }
 }
 
-RC_GTEST_PROP(GatherObject, DstGetsEveryObjectOthersNothing, ()) {
+HARNESS_PROP(GatherObject, DstGetsEveryObjectOthersNothing, ()) {
   const int n = *rc::gen::inRange(1, 9);
   const int dst = *rc::gen::inRange(0, n);
   const ObjectCase c = *object_case();
@@ -95,7 +95,7 @@ RC_GTEST_PROP(GatherObject, DstGetsEveryObjectOthersNothing, ()) {
   }
 }
 
-RC_GTEST_PROP(BroadcastObjectList, EveryRankGetsTheSourcesList, ()) {
+HARNESS_PROP(BroadcastObjectList, EveryRankGetsTheSourcesList, ()) {
   const int n = *rc::gen::inRange(1, 9);
   const int src = *rc::gen::inRange(0, n);
   const ObjectCase c = *object_case();

@@ -2,11 +2,11 @@
 // results, bit-identical on every rank, in place on the caller's tensor.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include "engine/dist/dist.h"
 #include "testing/cases.h"
 #include "testing/harness.h"
+#include "testing/property.h"
 
 namespace dist = engine::dist;
 using cases::TensorCase;
@@ -55,7 +55,7 @@ std::vector<InPlace> run_in_place(const TensorCase& c, const std::vector<at::Ten
 
 }  // namespace
 
-RC_GTEST_PROP(AllReduce, EqualsSerialReferenceOnEveryRankInPlace, ()) {
+HARNESS_PROP(AllReduce, EqualsSerialReferenceOnEveryRankInPlace, ()) {
   const TensorCase c = *cases::tensor_case(kOps);
   const auto inputs = inputs_of(c);
   const auto results =
@@ -67,7 +67,7 @@ RC_GTEST_PROP(AllReduce, EqualsSerialReferenceOnEveryRankInPlace, ()) {
   }
 }
 
-RC_GTEST_PROP(AllReduce, AsyncFormEqualsBlockingForm, ()) {
+HARNESS_PROP(AllReduce, AsyncFormEqualsBlockingForm, ()) {
   const TensorCase c = *cases::tensor_case(kOps);
   const auto inputs = inputs_of(c);
   const auto results = run_in_place(c, inputs, [&](at::Tensor& t, int) {
@@ -80,7 +80,7 @@ RC_GTEST_PROP(AllReduce, AsyncFormEqualsBlockingForm, ()) {
   for (const auto& r : results) RC_ASSERT(cases::bit_equal(r.tensor, expected));
 }
 
-RC_GTEST_PROP(Reduce, RootGetsReferenceOthersUntouched, ()) {
+HARNESS_PROP(Reduce, RootGetsReferenceOthersUntouched, ()) {
   const TensorCase c = *cases::tensor_case(kOps);
   const auto inputs = inputs_of(c);
   const auto results =
@@ -92,7 +92,7 @@ RC_GTEST_PROP(Reduce, RootGetsReferenceOthersUntouched, ()) {
   }
 }
 
-RC_GTEST_PROP(ReduceScatter, RankKGetsReferenceOfChunkK, ()) {
+HARNESS_PROP(ReduceScatter, RankKGetsReferenceOfChunkK, ()) {
   const TensorCase c = *cases::tensor_case(kOps);
   // inputs[k][r]: rank r's contribution to rank k's output.
   std::vector<std::vector<at::Tensor>> inputs;

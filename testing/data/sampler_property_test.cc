@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <algorithm>
 #include <numeric>
@@ -9,6 +8,7 @@
 #include "engine/data/default_sampler.h"
 #include "engine/dist/dist.h"
 #include "testing/harness.h"
+#include "testing/property.h"
 
 namespace {
 
@@ -53,7 +53,7 @@ std::vector<int64_t> positions(const std::vector<int64_t>& order, int rank, int 
   return out;
 }
 
-RC_GTEST_PROP(SamplerProperty, WithoutShuffleRanksInterleaveAndCollectRestoresDatasetOrder, ()) {
+HARNESS_PROP(SamplerProperty, WithoutShuffleRanksInterleaveAndCollectRestoresDatasetOrder, ()) {
   const int world_size = *rc::gen::inRange(1, 6);
   const int64_t size = *rc::gen::inRange<int64_t>(1, 40);
   const bool round_up = *rc::gen::arbitrary<bool>();
@@ -74,7 +74,7 @@ RC_GTEST_PROP(SamplerProperty, WithoutShuffleRanksInterleaveAndCollectRestoresDa
   RC_ASSERT(views[0].collected == std::optional<std::vector<int64_t>>(dataset));
 }
 
-RC_GTEST_PROP(SamplerProperty, ShuffledEpochsAreOneSharedPermutationCoveredByTheRanks, ()) {
+HARNESS_PROP(SamplerProperty, ShuffledEpochsAreOneSharedPermutationCoveredByTheRanks, ()) {
   const int world_size = *rc::gen::inRange(1, 6);
   const int64_t size = *rc::gen::inRange<int64_t>(2, 40);
   SamplerOptions options;  // shuffle, round_up, seed drawn on rank 0 and shared

@@ -2,19 +2,19 @@
 // with the parameters one process reaches on the concatenated batch of N*b.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
-#include <rapidcheck/gtest.h>
 #include <torch/torch.h>
 
 #include "testing/harness.h"
 #include "testing/model/ddp_cases.h"
 #include "testing/model/nets.h"
+#include "testing/property.h"
 
 namespace {
 
 using ddp_cases::Snapshots;
 using ddp_cases::TrainingCase;
 
-RC_GTEST_PROP(DdpEquivalence, RanksMatchOneProcessOnTheConcatenatedBatch, ()) {
+HARNESS_PROP(DdpEquivalence, RanksMatchOneProcessOnTheConcatenatedBatch, ()) {
   const TrainingCase c = *ddp_cases::training_case();
   auto initial = ddp_cases::initial_net(c);
   const Snapshots expected = ddp_cases::train_serial(c, *initial);

@@ -3,12 +3,12 @@
 // gradients; convert/revert keep state and the train/eval flag.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
-#include <rapidcheck/gtest.h>
 #include <torch/torch.h>
 
 #include "engine/dist/errors.h"
 #include "engine/model/batch_norm.h"
 #include "testing/harness.h"
+#include "testing/property.h"
 
 namespace {
 
@@ -96,7 +96,7 @@ bool close(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && torch::allclose(a, b, 1e-9, 1e-9);
 }
 
-RC_GTEST_PROP(SyncBatchNorm, EqualsBatchNormOverTheConcatenatedBatch, ()) {
+HARNESS_PROP(SyncBatchNorm, EqualsBatchNormOverTheConcatenatedBatch, ()) {
   const NormCase c = *norm_case();
   auto generator = at::make_generator<at::CPUGeneratorImpl>(c.seed);
   std::vector<at::Tensor> inputs, coefficients;

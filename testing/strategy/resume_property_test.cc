@@ -1,7 +1,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <filesystem>
 #include <string>
@@ -13,6 +12,7 @@
 #include "engine/strategy/strategy.h"
 #include "examples/classifier.h"
 #include "testing/harness.h"
+#include "testing/property.h"
 
 namespace {
 
@@ -99,7 +99,7 @@ Outcome run(const Case& c, int64_t checkpoint_interval, std::optional<int64_t> c
   return out;
 }
 
-RC_GTEST_PROP(ResumeProperty, AStoppedAndResumedRunEndsBitIdenticalToAnUninterruptedOne, ()) {
+HARNESS_PROP(ResumeProperty, AStoppedAndResumedRunEndsBitIdenticalToAnUninterruptedOne, ()) {
   Case c;
   c.world_size = *rc::gen::inRange(1, 5);
   c.max_iters = *rc::gen::inRange<int64_t>(3, 16);
