@@ -10,6 +10,7 @@
 
 #include "examples/demo.h"
 #include "testing/model/ddp_cases.h"
+#include "testing/strategy/resume_cases.h"
 
 namespace simcheck {
 namespace {
@@ -60,10 +61,25 @@ Target ddp(uint64_t seed, int world_size) {
   };
 }
 
+// The exact-resume property's training (testing/strategy/resume_cases.h): a
+// case drawn from `seed`, checkpoints every c.stop_at iterations; resumed
+// from the latest one.
+Target strategy(uint64_t seed, int world_size, const std::string& work_dir, bool resume) {
+  const auto c = std::make_shared<resume_cases::Case>(
+      resume_cases::resume_case(world_size)(rc::Random(seed)).value());
+  return [c, work_dir, resume](int) {
+    const auto resume_from = resume ? std::optional<std::string>("auto") : std::nullopt;
+    const auto outcome = resume_cases::train(*c, c->stop_at, std::nullopt, work_dir, resume_from);
+    std::string out = "next_draw:" + digest(outcome.next_draw) + " ";
+    for (const auto& [name, value] : outcome.state) out += name + ":" + digest(value) + " ";
+    return out;
+  };
+}
+
 }  // namespace
 
 const std::vector<std::string>& target_names() {
-  static const std::vector<std::string> names{"demo", "ddp"};
+  static const std::vector<std::string> names{"demo", "ddp", "strategy"};
   return names;
 }
 
@@ -71,7 +87,8 @@ Target make_target(const std::string& name, uint64_t seed, int world_size, int64
                    const std::string& work_dir, bool resume) {
   if (name == "demo") return demo(iters, work_dir, resume);
   if (name == "ddp") return ddp(seed, world_size);
-  throw std::invalid_argument("simcheck: unknown target " + name + " (demo or ddp)");
+  if (name == "strategy") return strategy(seed, world_size, work_dir, resume);
+  throw std::invalid_argument("simcheck: unknown target " + name + " (demo, ddp or strategy)");
 }
 
 }  // namespace simcheck

@@ -16,6 +16,8 @@ using Target = std::function<std::string(int rank)>;
 // with checkpoints in `work_dir` every third of the run; `resume`: from the
 // latest one there ("auto"). "ddp": a DDP equivalence case drawn from `seed`,
 // for `world_size` ranks (it has no checkpoints: `resume` starts it afresh).
+// "strategy": the exact-resume property's DDPStrategy training, a case drawn
+// from `seed`, checkpointing in `work_dir`; `resume`: from the latest one.
 // Throws std::invalid_argument for another name.
 Target make_target(const std::string& name, uint64_t seed, int world_size, int64_t iters,
                    const std::string& work_dir, bool resume);

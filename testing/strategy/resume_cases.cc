@@ -1,0 +1,87 @@
+#include "testing/strategy/resume_cases.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <vector>
+
+#include "engine/dist/dist.h"
+#include "engine/runner/runner.h"
+#include "engine/strategy/strategy.h"
+#include "examples/classifier.h"
+
+namespace resume_cases {
+namespace {
+
+using engine::registry::Json;
+
+// Training data that stops the rank (throws Killed) when iteration
+// `crash_at` asks for its batch.
+class CrashingData : public examples::Blobs {
+ public:
+  CrashingData(const examples::BlobsOptions& options, std::optional<int64_t> crash_at)
+      : Blobs(options, 3), crash_at_(crash_at) {}
+  engine::model::TensorDict batch(const std::vector<int64_t>& indices,
+                                  at::Generator* rng) const override {
+    if (rng && crash_at_ && ++served_ == *crash_at_) throw Killed();
+    return Blobs::batch(indices, rng);
+  }
+
+ private:
+  std::optional<int64_t> crash_at_;
+  mutable int64_t served_ = 0;
+};
+
+}  // namespace
+
+rc::Gen<Case> resume_case(int world_size) {
+  return rc::gen::exec([world_size] {
+    Case c;
+    c.world_size = world_size;
+    c.max_iters = *rc::gen::inRange<int64_t>(3, 16);
+    c.stop_at = *rc::gen::inRange<int64_t>(1, c.max_iters);
+    c.accumulate = *rc::gen::inRange<int64_t>(1, 3);
+    c.milestone = *rc::gen::inRange<int64_t>(1, c.max_iters + 1);
+    return c;
+  });
+}
+
+Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t> crash_at,
+              const std::string& dir, std::optional<std::string> resume_from) {
+  engine::strategy::EnvOptions env;
+  env.seed = 11;
+  env.diff_rank_seed = true;  // every rank's generator differs: each must come back
+  env.seed_process_generator = false;
+  auto strategy = std::make_shared<engine::strategy::DDPStrategy>(
+      env, engine::strategy::DDPStrategyOptions{Json{{"bucket_cap_mb", 0.0005}}, "torch"});
+  strategy->setup_env();
+  auto init = at::make_generator<at::CPUGeneratorImpl>(5);
+  auto model = std::make_shared<examples::Classifier>(examples::ClassifierOptions{6, 10, 3}, init);
+  examples::BlobsOptions data;
+  data.size = 40;
+  data.features = 6;
+  data.classes = 3;
+  data.jitter = 0.3;  // augmentation drawn from the ranks' generators
+  auto train_data = std::make_shared<CrashingData>(data, crash_at);
+  engine::runner::RunnerOptions options;
+  options.max_iters = c.max_iters;
+  options.batch_size = 4;
+  options.checkpoint_interval = checkpoint_interval;
+  options.work_dir = dir;
+  options.resume_from = std::move(resume_from);
+  options.quiet = true;
+  const Json optim = {{"optimizer", {{"type", "SGD"}, {"lr", 0.1}, {"momentum", 0.9}}},
+                      {"accumulative_counts", c.accumulate}};
+  const Json scheduler = {{"type", "MultiStepLR"}, {"milestones", {c.milestone}}, {"gamma", 0.5}};
+  engine::runner::Runner runner(strategy, model, optim, scheduler, train_data, train_data,
+                                examples::accuracy, options);
+  runner.train();
+  Outcome out;
+  for (const auto& entry : engine::checkpoint::state_dict(strategy->module())) {
+    out.state[entry.first] = entry.second.clone();
+  }
+  out.next_draw = at::rand({4}, strategy->generator(), at::kDouble);
+  return out;
+}
+
+}  // namespace resume_cases

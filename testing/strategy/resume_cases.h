@@ -1,0 +1,50 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <rapidcheck.h>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "engine/checkpoint/state_dict.h"
+
+// The exact-resume property's training runs (DDPStrategy, SyncBatchNorm-free
+// classifier, SGD with momentum, MultiStepLR, gradient accumulation, every
+// rank's generator in use), shared by its suite and by tools/simcheck.
+namespace resume_cases {
+
+struct Case {
+  int world_size = 1;
+  int64_t max_iters = 3;
+  int64_t stop_at = 1;     // the iteration after which the stopped run dies
+  int64_t accumulate = 1;  // accumulative_counts
+  int64_t milestone = 1;   // MultiStepLR's
+};
+
+// Cases for `world_size` ranks: 3-15 iterations, a stop anywhere before the
+// end, accumulation 1-2, the milestone anywhere.
+rc::Gen<Case> resume_case(int world_size);
+
+// Everything that must come out bit-identical: the module's parameters and
+// buffers, and the next random draw of the rank's generator.
+struct Outcome {
+  engine::checkpoint::StateDict state;
+  at::Tensor next_draw;
+};
+
+// Thrown on the rank whose data loader reaches `crash_at` (as a job killed
+// there would stop).
+struct Killed : std::runtime_error {
+  Killed() : std::runtime_error("killed by the case's planted stop") {}
+};
+
+// One rank's run to c.max_iters, from `resume_from` if given ("auto": the
+// latest checkpoint in `dir`), checkpointing every `checkpoint_interval`
+// iterations (0: never), throwing Killed when iteration `crash_at` (1-based)
+// asks for its batch.
+Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t> crash_at,
+              const std::string& dir, std::optional<std::string> resume_from);
+
+}  // namespace resume_cases
