@@ -86,10 +86,11 @@ at::Tensor input_for(const TensorCase& c, int rank, int salt) {
 }
 
 at::Tensor laid_out(const at::Tensor& values, bool contiguous) {
-  if (contiguous) return values.clone();
+  const at::Device device = harness::device();
+  if (contiguous) return values.to(device, /*non_blocking=*/false, /*copy=*/true);
   std::vector<int64_t> padded = values.sizes().vec();
   padded.push_back(2);
-  at::Tensor strided = at::zeros(padded, values.options()).select(-1, 0);
+  at::Tensor strided = at::zeros(padded, values.options().device(device)).select(-1, 0);
   strided.copy_(values);
   return strided;
 }
@@ -115,8 +116,8 @@ at::Tensor reduce_reference(const std::vector<at::Tensor>& inputs, const std::st
 
 bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
-  const at::Tensor ca = a.contiguous();
-  const at::Tensor cb = b.contiguous();
+  const at::Tensor ca = a.cpu().contiguous();
+  const at::Tensor cb = b.cpu().contiguous();
   return ca.nbytes() == 0 || std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
 }
 

@@ -38,14 +38,16 @@ rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops);
 // to be exact in every dtype (for example sums of integers in [-8, 8]).
 at::Tensor input_for(const TensorCase& c, int rank, int salt = 0);
 
-// `values` laid out as the case asks: contiguous, or a strided view.
+// `values` laid out as the case asks: contiguous, or a strided view; on the
+// harness's device (a GPU when the process suites run on nccl).
 at::Tensor laid_out(const at::Tensor& values, bool contiguous);
 
 // The serial reduction of `inputs` in rank order, with `op`'s semantics
 // (mean: sum, then division; integers truncated toward zero).
 at::Tensor reduce_reference(const std::vector<at::Tensor>& inputs, const std::string& op);
 
-// Same dtype, shape and bytes (so NaN equals NaN and -0 differs from 0).
+// Same dtype, shape and bytes (so NaN equals NaN and -0 differs from 0), on
+// any devices.
 bool bit_equal(const at::Tensor& a, const at::Tensor& b);
 
 }  // namespace cases

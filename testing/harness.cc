@@ -99,6 +99,28 @@ void rethrow_any(const std::string& mine) {
   }
 }
 
+// `value` with its tensors copied to the CPU: results travel and are checked
+// there, whatever device the job computes on.
+c10::IValue on_cpu(const c10::IValue& value) {
+  if (value.isTensor()) return value.toTensor().cpu();
+  if (value.isTensorList()) {
+    std::vector<at::Tensor> tensors;
+    for (const at::Tensor& t : value.toTensorVector()) tensors.push_back(t.cpu());
+    return tensors;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> elements;
+    for (const auto& element : value.toTupleRef().elements()) elements.push_back(on_cpu(element));
+    return c10::ivalue::Tuple::create(std::move(elements));
+  }
+  if (value.isList()) {
+    c10::impl::GenericList list(value.toList().elementType());
+    for (const auto& element : value.toListRef()) list.push_back(on_cpu(element));
+    return list;
+  }
+  return value;
+}
+
 void run_in_process(int world_size, const std::function<void(int rank)>& body) {
   ProcessJob& job = ProcessJob::get();
   if (world_size > job.size()) {
@@ -137,6 +159,12 @@ sim::WorldOptions test_options() { return test_options(env_or("SIM_SEED", 1)); }
 
 int max_world_size(int simulated) { return process_mode() ? ProcessJob::get().size() : simulated; }
 
+at::Device device() {
+  if (!process_mode()) return at::kCPU;
+  ProcessJob::get();  // joins the job at first use
+  return dist::get_comm_device();
+}
+
 void run_ranks(int world_size, const std::function<void(int rank)>& body,
                const sim::WorldOptions& options) {
   // Ranks share the cores: ATen must not start a thread pool of its own.
@@ -149,7 +177,7 @@ void run_ranks(int world_size, const std::function<void(int rank)>& body,
 }
 
 std::vector<c10::IValue> exchange_results(int world_size, const c10::IValue& mine) {
-  auto all = dist::all_gather_object(mine);
+  auto all = dist::all_gather_object(on_cpu(mine));
   all.resize(world_size);
   return all;
 }

@@ -35,6 +35,10 @@ sim::WorldOptions test_options(uint64_t seed);
 // job's size in process mode.
 int max_world_size(int simulated);
 
+// Where the suites' tensors go: the CPU in the simulator; in process mode the
+// job's communication device (the rank's GPU on nccl).
+at::Device device();
+
 // Runs `body(rank)` for every rank of a world of `world_size` (the sim
 // `options` do not apply in process mode).
 void run_ranks(int world_size, const std::function<void(int rank)>& body,

@@ -25,6 +25,7 @@ TEST(NotDistributed, AnswersAsOneProcess) {
   EXPECT_EQ(dist::get_local_size(), 1);
   EXPECT_EQ(dist::get_local_group(), nullptr);
   EXPECT_EQ(dist::get_default_group(), nullptr);
+  EXPECT_EQ(dist::get_comm_device(), at::Device(at::kCPU));
 }
 
 TEST(NotDistributed, CollectivesAreNoOpsAndIdentities) {
@@ -60,6 +61,7 @@ TEST(WorldSizeOne, BehavesLikeNotDistributedButReportsTheBackend) {
     if (!t.equal(at::tensor({3, -3}, at::kLong))) throw std::logic_error("mean changed data");
     if (!dist::all_gather(t)[0].is_same(t)) throw std::logic_error("all_gather copied");
     if (!dist::is_distributed() || dist::get_backend() != "sim") throw std::logic_error("not sim");
+    if (dist::get_comm_device() != at::Device(at::kCPU)) throw std::logic_error("not on the CPU");
   });
 }
 

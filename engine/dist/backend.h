@@ -42,6 +42,10 @@ class Backend {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string name() const = 0;
+  // The device this backend's tensors live on (mmengine's get_comm_device):
+  // the CPU, or the rank's CUDA device for NCCL. The dist layer's own
+  // tensors (object frames, helper counts) are made there.
+  virtual at::Device comm_device() const { return at::kCPU; }
 
   virtual WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) = 0;
   virtual WorkPtr broadcast(at::Tensor& tensor, int root) = 0;

@@ -59,6 +59,7 @@ class CheckedBackend : public Backend {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
+  at::Device comm_device() const override { return inner_->comm_device(); }
 
   WorkPtr all_reduce(at::Tensor& t, ReduceOp op) override {
     check(0, t, static_cast<int>(op), -1);
@@ -111,10 +112,12 @@ class CheckedBackend : public Backend {
   void check(int kind, const at::Tensor& like, int op, int root,
              const std::vector<int>& ranks = {}) {
     const Fingerprint mine = fingerprint(kind, ++seq_, like, op, root, ranks);
-    at::Tensor packed = at::tensor(at::ArrayRef<int64_t>(mine.data(), mine.size()), at::kLong);
+    const at::Tensor packed = at::tensor(at::ArrayRef<int64_t>(mine.data(), mine.size()), at::kLong)
+                                  .to(inner_->comm_device());
     std::vector<at::Tensor> all;
     for (int r = 0; r < size(); ++r) all.push_back(at::empty_like(packed));
     inner_->all_gather(all, packed)->wait();
+    for (auto& fingerprint_of_rank : all) fingerprint_of_rank = fingerprint_of_rank.cpu();
     bool same = true;
     for (const auto& other : all) same &= other.equal(all[0]);
     if (same) return;

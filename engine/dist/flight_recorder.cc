@@ -84,6 +84,7 @@ class RecordingBackend : public Backend {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
+  at::Device comm_device() const override { return inner_->comm_device(); }
 
   WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override {
     return track(collective("all_reduce", tensor, -1, op),

@@ -41,8 +41,9 @@ void check_same_entries(const std::map<std::string, at::Tensor>& data, const Gro
   std::string joined;
   for (const auto& s : mine) joined += s + "\n";
   const auto digest = static_cast<int64_t>(std::hash<std::string>{}(joined));
-  const std::vector<at::Tensor> digests = all_gather(at::full({1}, digest, at::kLong), group);
-  if (at::cat(digests).eq(digest).all().item<bool>()) return;
+  const std::vector<at::Tensor> digests = all_gather(
+      at::full({1}, digest, at::TensorOptions(at::kLong).device(get_comm_device(group))), group);
+  if (at::cat(digests).cpu().eq(digest).all().item<bool>()) return;
 
   std::vector<std::set<std::string>> per_rank;
   for (const auto& value : all_gather_object(c10::List<std::string>(mine), group)) {
@@ -180,7 +181,8 @@ int64_t sync_random_seed(const GroupPtr& group) {
   std::random_device device;
   const int64_t draw = std::uniform_int_distribution<int64_t>(0, (int64_t{1} << 31) - 1)(device);
   if (get_world_size(group) == 1) return draw;
-  at::Tensor seed = at::full({1}, draw, at::kLong);
+  at::Tensor seed =
+      at::full({1}, draw, at::TensorOptions(at::kLong).device(get_comm_device(group)));
   broadcast(seed, first_rank_of(group), group);
   return seed.item<int64_t>();
 }

@@ -35,6 +35,11 @@ std::optional<std::string> get_backend(const GroupPtr& group) {
   return g->backend().name();
 }
 
+at::Device get_comm_device(const GroupPtr& group) {
+  const Group* g = resolve(group);
+  return g && g->is_member() ? g->backend().comm_device() : at::Device(at::kCPU);
+}
+
 int get_world_size(const GroupPtr& group) {
   const Group* g = resolve(group);
   return g ? g->size() : 1;

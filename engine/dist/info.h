@@ -18,6 +18,9 @@ GroupPtr get_default_group();  // nullptr when not initialised
 // The backend's name ("sim", "mpi", ...), nullopt when not initialised.
 std::optional<std::string> get_backend(const GroupPtr& group = nullptr);
 int get_world_size(const GroupPtr& group = nullptr);
+// Where `group`'s collectives take their tensors: the CPU for sim, mpi and
+// gloo (and when not initialised), the rank's CUDA device for nccl.
+at::Device get_comm_device(const GroupPtr& group = nullptr);
 // The rank within `group`; -1 if this rank is not a member.
 int get_rank(const GroupPtr& group = nullptr);
 std::pair<int, int> get_dist_info(const GroupPtr& group = nullptr);  // (rank, world size)

@@ -10,19 +10,22 @@ namespace engine::dist {
 namespace {
 
 // Every rank's buffer padded to the longest one: collectives move equal shapes.
-// The first 8 bytes carry the real length.
+// The first 8 bytes carry the real length. Frames travel on the group's
+// communication device (a GPU for nccl), as mmengine's object collectives do.
 at::Tensor framed(const c10::IValue& data, const GroupPtr& group) {
+  const at::Device device = get_comm_device(group);
   const at::Tensor payload = pickle(data);
-  at::Tensor longest = at::full({1}, payload.numel(), at::kLong);
+  at::Tensor longest = at::full({1}, payload.numel(), at::TensorOptions(at::kLong).device(device));
   all_reduce(longest, "max", group);
   at::Tensor frame = at::zeros({8 + longest.item<int64_t>()}, at::kByte);
   const int64_t length = payload.numel();
   std::memcpy(frame.data_ptr(), &length, 8);
   frame.narrow(0, 8, length).copy_(payload);
-  return frame;
+  return frame.to(device);
 }
 
-c10::IValue unframe(const at::Tensor& frame, int rank) {
+c10::IValue unframe(const at::Tensor& frame_on_device, int rank) {
+  const at::Tensor frame = frame_on_device.cpu();
   int64_t length = 0;
   std::memcpy(&length, frame.data_ptr(), 8);
   return unpickle(frame.narrow(0, 8, length), "the object of rank " + std::to_string(rank));
@@ -58,12 +61,17 @@ void broadcast_object_list(std::vector<c10::IValue>& data, int src, const GroupP
     for (const auto& value : data) list.push_back(value);
     payload = pickle(list);
   }
-  at::Tensor length = at::full({1}, is_src ? payload.numel() : 0, at::kLong);
+  const at::Device device = get_comm_device(group);
+  at::Tensor length =
+      at::full({1}, is_src ? payload.numel() : 0, at::TensorOptions(at::kLong).device(device));
   broadcast(length, src, group);
-  if (!is_src) payload = at::empty({length.item<int64_t>()}, at::kByte);
+  payload = is_src
+                ? payload.to(device)
+                : at::empty({length.item<int64_t>()}, at::TensorOptions(at::kByte).device(device));
   broadcast(payload, src, group);
   if (is_src) return;
-  const c10::IValue list = unpickle(payload, "the object list of rank " + std::to_string(src));
+  const c10::IValue list =
+      unpickle(payload.cpu(), "the object list of rank " + std::to_string(src));
   data.assign(list.toListRef().begin(), list.toListRef().end());
 }
 

@@ -124,8 +124,10 @@ std::shared_ptr<Backend> create(const BackendOptions& options) {
                             "the nccl backend needs a CUDA device and this machine has none "
                             "(or no driver): use gloo or mpi on CPU"));
   }
-  int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice", options.rank);
+  // As mmengine's init_dist (torch.cuda.set_device(local_rank % gpus)): one
+  // GPU per local rank, so ranks on one node never share a device.
+  const int device = options.local_rank % devices;
+  check(cudaSetDevice(device), "cudaSetDevice", options.rank);
   auto store = make_tcp_store(options, "nccl");
   ncclUniqueId id;
   const std::string key = "engine_nccl_id";

@@ -11,7 +11,8 @@
 
 namespace engine::dist::nccl {
 
-// The engine's Backend on NCCL, for CUDA tensors of the current CUDA device.
+// The engine's Backend on NCCL, for CUDA tensors of the rank's device (made
+// current at creation: LOCAL_RANK modulo the GPUs, as mmengine's init_dist).
 // Built only with `--config=cuda` (then registered as "nccl"). The
 // communicator id travels through c10d's TCPStore (rank 0 hosts it at
 // MASTER_ADDR:MASTER_PORT). Every call is enqueued on the backend's own
@@ -29,6 +30,9 @@ class NcclBackend : public Backend {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "nccl"; }
+  at::Device comm_device() const override {
+    return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device_));
+  }
 
   WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override;
   WorkPtr broadcast(at::Tensor& tensor, int root) override;
