@@ -271,13 +271,13 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(work);
   // A hang never reaches the table: the watchdog prints it and ends simcheck
   // (exit 3), so a printed table has 0 hangs by construction.
-  std::printf("%-10s %6s %6s %13s %9s %s\n", "target", "runs", "passes", "rank stopped", "hangs",
+  std::printf("%-12s %6s %6s %13s %9s %s\n", "target", "runs", "passes", "rank stopped", "hangs",
               "failures by kind");
   for (const auto& [name, row] : table) {
     std::string kinds;
     for (const auto& [kind, count] : row.failures)
       kinds += kind + "=" + std::to_string(count) + " ";
-    std::printf("%-10s %6d %6d %13d %9d %s\n", name.c_str(), row.runs, row.passes, row.stopped, 0,
+    std::printf("%-12s %6d %6d %13d %9d %s\n", name.c_str(), row.runs, row.passes, row.stopped, 0,
                 kinds.empty() ? "-" : kinds.c_str());
   }
   for (const auto& failure : failures) std::printf("FAIL %s\n", failure.c_str());
