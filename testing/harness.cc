@@ -147,6 +147,8 @@ void run_in_process(int world_size, const std::function<void(int rank)>& body) {
 
 bool process_mode() { return registered; }
 
+int process_rank() { return ProcessJob::get().rank(); }
+
 sim::WorldOptions test_options(uint64_t seed) {
   sim::WorldOptions options;
   options.seed = seed;

@@ -87,6 +87,8 @@ struct Exchangeable<
 // Process mode: every rank's encoded result (None beyond `world_size`).
 std::vector<c10::IValue> exchange_results(int world_size, const c10::IValue& mine);
 bool process_mode();
+// This process's rank in the job (process mode only).
+int process_rank();
 
 // Fills in the other ranks' results (process mode).
 template <typename R>
@@ -104,15 +106,10 @@ template <typename R>
 std::vector<R> collect_ranks(int world_size, const std::function<R(int rank)>& body,
                              const sim::WorldOptions& options = test_options()) {
   std::vector<R> results(world_size);
-  int my_rank = -1;
   run_ranks(
-      world_size,
-      [&](int rank) {
-        results[rank] = body(rank);
-        my_rank = rank;
-      },
-      options);
+      world_size, [&](int rank) { results[rank] = body(rank); }, options);
   if (!process_mode()) return results;
+  const int my_rank = process_rank() < world_size ? process_rank() : -1;
   if constexpr (!Exchangeable<R>::value) {
     throw std::logic_error(std::string("collect_ranks: this result type cannot travel between "
                                        "processes (give it to_ivalue and from_ivalue): ") +
