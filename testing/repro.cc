@@ -17,9 +17,9 @@ std::string env_or(const char* name, const std::string& fallback) {
 }  // namespace
 
 std::string command_for(const std::string& test_name, const std::string& rc_params) {
-  std::string command = "bazel test " + env_or("TEST_TARGET", "<this test's target>") +
-                        " --test_filter=" + test_name +
-                        " --test_env=SIM_SEED=" + env_or("SIM_SEED", "1");
+  std::string command = "bazel test " + env_or("TEST_TARGET", "<this test's target>");
+  if (!test_name.empty()) command += " --test_filter=" + test_name;
+  command += " --test_env=SIM_SEED=" + env_or("SIM_SEED", "1");
   if (!rc_params.empty()) command += " --test_env=RC_PARAMS='" + rc_params + "'";
   return command;
 }

@@ -11,7 +11,8 @@
 namespace repro {
 
 // "bazel test //testing:faults_test --test_filter=Faults.X
-// --test_env=SIM_SEED=1 [--test_env=RC_PARAMS='reproduce=...']".
+// --test_env=SIM_SEED=1 [--test_env=RC_PARAMS='reproduce=...']" (no filter
+// when `test_name` is empty: a binary that is one property).
 std::string command_for(const std::string& test_name, const std::string& rc_params);
 
 // Remembers the RC_PARAMS that replay the current test's failing case.

@@ -16,6 +16,7 @@
 #include "engine/dist/dist.h"
 #include "testing/model/ddp_cases.h"
 #include "testing/process/verdict.h"
+#include "testing/property.h"
 
 namespace {
 
@@ -51,22 +52,28 @@ int main(int argc, char** argv) {
     dist::init_dist(backend == "mpi" ? "mpi" : "pytorch", backend, init);
     const int world_size = dist::get_world_size();
     const int rank = dist::get_rank();
-    const bool passed =
-        rc::check("DDP in " + std::to_string(world_size) + " processes on " + backend +
-                      " matches one process on the concatenated batch",
-                  [&] {
-                    const auto c = *ddp_cases::training_case(world_size);
-                    auto initial = ddp_cases::initial_net(c);
-                    const auto expected = ddp_cases::train_serial(c, *initial);
-                    const auto mine = ddp_cases::train_rank(c, *initial, rank);
-                    auto problem = ddp_cases::first_departure(
-                        expected, mine, "rank " + std::to_string(rank) + " against the serial run");
-                    if (!problem) problem = differs_from_rank0(mine);
-                    if (problem) std::cerr << *problem << "\n";  // the launcher prefixes the rank
-                    RC_ASSERT(all_ranks_passed(!problem));
-                  });
+    const std::string property = "DDP in " + std::to_string(world_size) + " processes on " +
+                                 backend + " matches one process on the concatenated batch";
+    const auto outcome = repro::run_property(
+        [&] {
+          const auto c = *ddp_cases::training_case(world_size);
+          auto initial = ddp_cases::initial_net(c);
+          const auto expected = ddp_cases::train_serial(c, *initial);
+          const auto mine = ddp_cases::train_rank(c, *initial, rank);
+          auto problem = ddp_cases::first_departure(
+              expected, mine, "rank " + std::to_string(rank) + " against the serial run");
+          if (!problem) problem = differs_from_rank0(mine);
+          if (problem) std::cerr << *problem << "\n";  // the launcher prefixes the rank
+          RC_ASSERT(all_ranks_passed(!problem));
+        },
+        "ddp_equivalence", property);
+    std::cout << "- " << property << "\n" << outcome.message << std::endl;
+    if (!outcome.passed) {
+      std::cout << "Reproduce with: " << repro::command_for("", outcome.replay_rc_params)
+                << std::endl;
+    }
     dist::barrier();
-    return passed ? 0 : 1;
+    return outcome.passed ? 0 : 1;
   } catch (const std::exception& error) {
     std::cerr << "[rank ?] ddp_equivalence_main: " << error.what() << "\n";
     return 1;
