@@ -30,10 +30,9 @@ class ProcessJob {
  public:
   static ProcessJob& get() {
     static ProcessJob job;
-    joined = true;
     return job;
   }
-  static bool joined;
+  static bool joined;  // set once the job is joined: only then is there one to leave
 
   int size() const { return dist::get_world_size(); }
   int rank() const { return dist::get_rank(); }
@@ -70,6 +69,7 @@ class ProcessJob {
     dist::InitOptions options;
     options.timeout = std::chrono::milliseconds(env_or("HARNESS_TIMEOUT_MS", 60000));
     dist::init_dist(dist::infer_launcher(dist::process_environment()), process_backend(), options);
+    joined = true;
   }
 
   std::map<int, dist::GroupPtr> prefixes_;
