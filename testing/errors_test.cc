@@ -163,6 +163,18 @@ TEST(InvalidArgument, BadRootsListsAndPeersAreRejectedAtTheCall) {
   EXPECT_TRUE(contains(messages[2], "cannot send to itself")) << messages[2];
 }
 
+TEST(InvalidArgument, AllGatherIntoTensorNeedsRoomForEveryRank) {
+  const auto messages = errors_of<dist::InvalidArgument>(2, [](int rank) {
+    at::Tensor output = rank == 0 ? at::empty({3}) : at::empty({4}, at::kDouble);
+    dist::all_gather_into_tensor(output, at::ones({2}));
+  });
+  for (const auto& m : messages) {
+    EXPECT_TRUE(contains(m, "where a contiguous one of 2 x 2 elements of")) << m;
+  }
+  EXPECT_TRUE(contains(messages[0], "rank 0")) << messages[0];
+  EXPECT_TRUE(contains(messages[1], "Double")) << messages[1];
+}
+
 TEST(InvalidArgument, UnsupportedDtypeIsRaisedOnEveryRank) {
   const auto messages = errors_of<dist::InvalidArgument>(2, [](int) {
     at::Tensor t = at::ones({2}, at::kComplexFloat);

@@ -62,6 +62,24 @@ HARNESS_PROP(AllGather, EveryRankGetsEveryInputInRankOrder, ()) {
   for (const auto& list : results) RC_ASSERT(lists_equal(list, expected));
 }
 
+HARNESS_PROP(AllGatherIntoTensor, FillsTheCallersTensorInRankOrder, ()) {
+  const TensorCase c = *cases::tensor_case({});
+  const Lists table = table_of(c);
+  const auto results = run_case<at::Tensor>(c, [&](int rank) {
+    const at::Tensor input = cases::laid_out(table[rank][0], c.contiguous);
+    std::vector<int64_t> sizes{c.world_size};
+    sizes.insert(sizes.end(), c.shape.begin(), c.shape.end());
+    at::Tensor output = at::empty(sizes, input.options());
+    const void* storage = output.data_ptr();
+    dist::all_gather_into_tensor(output, input);
+    if (output.data_ptr() != storage) throw std::logic_error("the output was replaced");
+    return output;
+  });
+  std::vector<at::Tensor> expected;
+  for (int r = 0; r < c.world_size; ++r) expected.push_back(table[r][0]);
+  for (const auto& output : results) RC_ASSERT(lists_equal(output.unbind(0), expected));
+}
+
 HARNESS_PROP(Gather, RootGetsEveryInputOthersGetNothing, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);

@@ -86,10 +86,12 @@ std::vector<at::Tensor> contiguous_all(const std::vector<at::Tensor>& list) {
   return out;
 }
 
+// Views of one buffer, end to end, so that a backend can receive them in one
+// piece (mpi does) instead of through a packed copy.
 std::vector<at::Tensor> empty_list(int n, const at::Tensor& like) {
-  std::vector<at::Tensor> out;
-  for (int i = 0; i < n; ++i) out.push_back(at::empty(like.sizes(), like.options()));
-  return out;
+  std::vector<int64_t> sizes{n};
+  sizes.insert(sizes.end(), like.sizes().begin(), like.sizes().end());
+  return at::empty(sizes, like.options()).unbind(0);
 }
 
 void divide_for_mean(at::Tensor& t, int n) {
@@ -126,6 +128,29 @@ WorkPtr all_gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& dat
   const at::Tensor input = data.contiguous();
   outputs = empty_list(call.size(), input);
   return then(call.backend().all_gather(outputs, input), [input] {});
+}
+
+WorkPtr all_gather_into_tensor_async(at::Tensor& output, const at::Tensor& data,
+                                     const GroupPtr& group) {
+  const Call call = resolve(group, "all_gather_into_tensor");
+  call.check_dense(data, "data");
+  call.check_dense(output, "output");
+  const int n = call.size();
+  if (output.scalar_type() != data.scalar_type() || output.device() != data.device() ||
+      !output.is_contiguous() || output.numel() != n * data.numel()) {
+    call.invalid("output holds a " + describe(output) + " tensor where a contiguous one of " +
+                 std::to_string(n) + " x " + std::to_string(data.numel()) + " elements of " +
+                 describe(data) + " is needed (one data per rank of the group)");
+  }
+  const at::Tensor input = data.contiguous();
+  std::vector<int64_t> sizes{n};
+  sizes.insert(sizes.end(), input.sizes().begin(), input.sizes().end());
+  std::vector<at::Tensor> outputs = output.view(sizes).unbind(0);
+  if (call.trivial()) {
+    outputs.front().copy_(input);
+    return completed_work();
+  }
+  return then(call.backend().all_gather(outputs, input), [input, outputs] {});
 }
 
 WorkPtr gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data, int dst,
@@ -259,6 +284,10 @@ std::vector<at::Tensor> all_gather(const at::Tensor& data, const GroupPtr& group
   std::vector<at::Tensor> outputs;
   all_gather_async(outputs, data, group)->wait();
   return outputs;
+}
+
+void all_gather_into_tensor(at::Tensor& output, const at::Tensor& data, const GroupPtr& group) {
+  all_gather_into_tensor_async(output, data, group)->wait();
 }
 
 std::vector<at::Tensor> gather(const at::Tensor& data, int dst, const GroupPtr& group) {

@@ -36,6 +36,15 @@ std::vector<at::Tensor> all_gather(const at::Tensor& data, const GroupPtr& group
 WorkPtr all_gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data,
                          const GroupPtr& group = nullptr);
 
+// PyTorch's all_gather_into_tensor: `output` (contiguous, data's dtype and
+// device, group size x data.numel() elements) receives every rank's data end
+// to end in group-rank order, with no per-call allocation; a 1-D output or
+// one shaped [group size, data's shape] both work.
+void all_gather_into_tensor(at::Tensor& output, const at::Tensor& data,
+                            const GroupPtr& group = nullptr);
+WorkPtr all_gather_into_tensor_async(at::Tensor& output, const at::Tensor& data,
+                                     const GroupPtr& group = nullptr);
+
 // On `dst`, one tensor per rank; elsewhere an empty list.
 std::vector<at::Tensor> gather(const at::Tensor& data, int dst = 0,
                                const GroupPtr& group = nullptr);

@@ -143,8 +143,9 @@ TEST(Process, DataMovementDeliversExactBytes) {
     EXPECT_EQ(at_root.size(), me == c.root ? static_cast<size_t>(n) : 0u) << name_of(c);
     for (int r = 0; r < n; ++r) {
       EXPECT_TRUE(cases::bit_equal(gathered[r], inputs[r])) << "all_gather " << name_of(c);
-      if (me == c.root)
+      if (me == c.root) {
         EXPECT_TRUE(cases::bit_equal(at_root[r], inputs[r])) << "gather " << name_of(c);
+      }
     }
 
     std::vector<at::Tensor> list;

@@ -14,8 +14,8 @@ namespace bench {
 struct Buffers {
   at::Tensor input;                 // the in-place tensor, or the send tensor
   std::vector<at::Tensor> inputs;   // list inputs (reduce_scatter, all_to_all)
-  std::vector<at::Tensor> outputs;  // list outputs (all_gather, all_to_all)
-  at::Tensor output;                // single output (reduce_scatter)
+  std::vector<at::Tensor> outputs;  // list outputs (all_to_all)
+  at::Tensor output;                // single output (all_gather, reduce_scatter)
 };
 
 struct Descriptor {

@@ -58,11 +58,18 @@ Descriptor reduce() {
 
 Descriptor all_gather() {
   return {"all_gather", gather_factor,
-          [](int rank, int n, int64_t bytes) { return Buffers{pattern(floats(bytes / n), rank)}; },
-          [](Buffers& b) { dist::all_gather_async(b.outputs, b.input)->wait(); },
+          [](int rank, int n, int64_t bytes) {
+            Buffers b;
+            b.input = pattern(floats(bytes / n), rank);
+            b.output = at::empty({b.input.numel() * n});
+            return b;
+          },
+          // Into one preallocated tensor, as MPI_Allgather fills its buffer.
+          [](Buffers& b) { dist::all_gather_into_tensor(b.output, b.input); },
           [](const Buffers& b, int, int n) {
             int64_t total = 0;
-            for (int r = 0; r < n; ++r) total += wrong(b.outputs[r], pattern(b.input.numel(), r));
+            const auto parts = b.output.chunk(n);
+            for (int r = 0; r < n; ++r) total += wrong(parts[r], pattern(b.input.numel(), r));
             return total;
           }};
 }

@@ -4,6 +4,7 @@
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "engine/dist/backend_registry.h"
@@ -16,9 +17,40 @@ namespace {
 
 void* data(const at::Tensor& t) { return t.numel() ? t.data_ptr() : nullptr; }
 
+// The 1-D tensor that `list` tiles end to end in one storage, or an undefined
+// one. The API's list outputs are views of one buffer (empty_list), so MPI can
+// move them in place instead of through a packed copy.
+at::Tensor span_of(const std::vector<at::Tensor>& list) {
+  if (list.empty()) return {};
+  const at::Tensor& first = list.front();
+  int64_t total = 0;
+  for (const auto& t : list) {
+    if (!t.is_contiguous() || t.scalar_type() != first.scalar_type() ||
+        !t.storage().is_alias_of(first.storage()) ||
+        t.storage_offset() != first.storage_offset() + total) {
+      return {};
+    }
+    total += t.numel();
+  }
+  return first.as_strided({total}, {1});
+}
+
 // MPI moves one buffer: lists travel packed end to end.
 at::Tensor packed(const std::vector<at::Tensor>& list) {
-  return torch::utils::flatten_dense_tensors(list);
+  const at::Tensor span = span_of(list);
+  return span.defined() ? span : torch::utils::flatten_dense_tensors(list);
+}
+
+// Where a list output is received: in place when it is one span, else in a
+// buffer that `unpack` copies out.
+at::Tensor receive_buffer(const std::vector<at::Tensor>& outputs, int64_t count,
+                          const at::TensorOptions& options) {
+  const at::Tensor span = span_of(outputs);
+  return span.defined() && span.numel() == count ? span : at::empty({count}, options);
+}
+
+bool is_span_of(const at::Tensor& buffer, const std::vector<at::Tensor>& outputs) {
+  return !outputs.empty() && buffer.data_ptr() == outputs.front().data_ptr();
 }
 
 // Not unflatten_dense_tensors: LibTorch 1.13 gives an empty tensor's part
@@ -32,10 +64,26 @@ void unpack(const at::Tensor& buffer, std::vector<at::Tensor>& outputs) {
   }
 }
 
+// What to do once a list output has arrived in `buffer`: nothing when it
+// arrived in place.
+std::function<void()> unpacking(const at::Tensor& buffer, std::vector<at::Tensor>& outputs) {
+  if (is_span_of(buffer, outputs)) return nullptr;
+  return [buffer, outputs]() mutable { unpack(buffer, outputs); };
+}
+
+// Open MPI's libnbc picks a binomial tree (reduce, then broadcast) for every
+// in-place MPI_Iallreduce and for fewer than 4 ranks: 2.5x slower than its
+// ring at 16 MiB on 2 ranks, and no faster for small sizes (bench/RESULTS.md).
+// The ring is the default here; an OMPI_MCA_ value the user set wins.
+void choose_nonblocking_algorithms() {
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "ring", /*overwrite=*/0);
+}
+
 void initialize_mpi() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;
+  choose_nonblocking_algorithms();
   int provided = 0;
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread", -1);
   std::atexit([] {
@@ -62,6 +110,8 @@ std::shared_ptr<Backend> create(const BackendOptions& options) {
 
 const BackendRegistration registration("mpi", create);
 
+constexpr int kMaxRanksForExchange = 8;
+
 }  // namespace
 
 MpiBackend::MpiBackend(MPI_Comm comm, std::chrono::milliseconds timeout)
@@ -69,12 +119,15 @@ MpiBackend::MpiBackend(MPI_Comm comm, std::chrono::milliseconds timeout)
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  check(MPI_Comm_dup(comm_, &exchange_comm_), "MPI_Comm_dup", rank_);
 }
 
 MpiBackend::~MpiBackend() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&comm_);
+  if (finalized) return;
+  MPI_Comm_free(&exchange_comm_);
+  MPI_Comm_free(&comm_);
 }
 
 int MpiBackend::count_of(const at::Tensor& t) const {
@@ -123,26 +176,46 @@ WorkPtr MpiBackend::reduce(at::Tensor& tensor, int root, ReduceOp op) {
 
 WorkPtr MpiBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   const auto type = datatype_of(input.scalar_type(), rank_);
-  at::Tensor buffer = at::empty({input.numel() * size_}, input.options());
+  at::Tensor buffer = receive_buffer(outputs, input.numel() * size_, input.options());
+  if (size_ <= kMaxRanksForExchange) return exchanged_all_gather(outputs, input, buffer);
   MPI_Request request;
   check(MPI_Iallgather(data(input), count_of(input), type, data(buffer), count_of(input), type,
                        comm_, &request),
         "all_gather", rank_);
-  return started(request, "all_gather", {input, buffer},
-                 [buffer, outputs]() mutable { unpack(buffer, outputs); });
+  return started(request, "all_gather", {input, buffer}, unpacking(buffer, outputs));
+}
+
+WorkPtr MpiBackend::exchanged_all_gather(std::vector<at::Tensor>& outputs,
+                                         const at::Tensor& input, at::Tensor buffer) {
+  const auto type = datatype_of(input.scalar_type(), rank_);
+  const int count = count_of(input);
+  const auto bytes = static_cast<int64_t>(input.nbytes());
+  auto* slots = static_cast<char*>(data(buffer));
+  std::vector<MPI_Request> requests(2 * (size_ - 1));
+  auto request = requests.begin();
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    check(MPI_Irecv(slots + peer * bytes, count, type, peer, 0, exchange_comm_, &*request++),
+          "all_gather", rank_);
+    check(MPI_Isend(data(input), count, type, peer, 0, exchange_comm_, &*request++), "all_gather",
+          rank_);
+  }
+  if (bytes > 0) std::memcpy(slots + rank_ * bytes, input.data_ptr(), bytes);
+  return std::make_shared<MpiWork>(std::move(requests), std::vector<at::Tensor>{input, buffer},
+                                   unpacking(buffer, outputs), "all_gather", rank_, timeout_);
 }
 
 WorkPtr MpiBackend::gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
   const auto type = datatype_of(input.scalar_type(), rank_);
   const bool is_root = rank_ == root;
-  at::Tensor buffer = is_root ? at::empty({input.numel() * size_}, input.options()) : at::Tensor();
+  at::Tensor buffer =
+      is_root ? receive_buffer(outputs, input.numel() * size_, input.options()) : at::Tensor();
   MPI_Request request;
   check(MPI_Igather(data(input), count_of(input), type, is_root ? data(buffer) : nullptr,
                     count_of(input), type, root, comm_, &request),
         "gather", rank_);
   if (!is_root) return started(request, "gather", {input});
-  return started(request, "gather", {input, buffer},
-                 [buffer, outputs]() mutable { unpack(buffer, outputs); });
+  return started(request, "gather", {input, buffer}, unpacking(buffer, outputs));
 }
 
 WorkPtr MpiBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) {
@@ -172,13 +245,12 @@ WorkPtr MpiBackend::all_to_all(std::vector<at::Tensor>& outputs,
                                const std::vector<at::Tensor>& inputs) {
   const auto type = datatype_of(inputs.at(0).scalar_type(), rank_);
   const at::Tensor sent = packed(inputs);
-  at::Tensor received = at::empty_like(sent);
+  at::Tensor received = receive_buffer(outputs, sent.numel(), sent.options());
   const int count = count_of(inputs[0]);
   MPI_Request request;
   check(MPI_Ialltoall(data(sent), count, type, data(received), count, type, comm_, &request),
         "all_to_all", rank_);
-  return started(request, "all_to_all", {sent, received},
-                 [received, outputs]() mutable { unpack(received, outputs); });
+  return started(request, "all_to_all", {sent, received}, unpacking(received, outputs));
 }
 
 WorkPtr MpiBackend::barrier() {

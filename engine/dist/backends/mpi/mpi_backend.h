@@ -14,6 +14,11 @@ namespace engine::dist::mpi {
 // Work over its requests. Registered as "mpi"; creating the first one
 // initializes MPI (MPI_THREAD_MULTIPLE) and MPI is finalized at exit.
 //
+// all_gather on up to 8 ranks is a direct exchange of point-to-point messages
+// (every rank's block goes from its input straight into every other rank's
+// output): libnbc's MPI_Iallgather schedule costs 2-3x the blocking
+// MPI_Allgather below 1 MiB (bench/RESULTS.md), the exchange costs the same.
+//
 // What it guarantees: results as MPI computes them (sums in MPI's order, so
 // floating sums may differ in the last bit from the simulator's rank order;
 // integer and exactly representable results are identical); a missing rank
@@ -49,7 +54,12 @@ class MpiBackend : public Backend {
   WorkPtr started(MPI_Request request, const char* what, std::vector<at::Tensor> keep_alive,
                   std::function<void()> on_success = nullptr) const;
 
+  WorkPtr exchanged_all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input,
+                               at::Tensor buffer);
+
   MPI_Comm comm_;
+  // all_gather's own point-to-point traffic, apart from the user's send/recv.
+  MPI_Comm exchange_comm_;
   int rank_ = 0;
   int size_ = 1;
   std::chrono::milliseconds timeout_;
