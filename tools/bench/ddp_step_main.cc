@@ -34,12 +34,14 @@ struct Args {
   int64_t batch = 64;
   int steps = 30;
   int warmup = 5;
+  bool gradient_as_bucket_view = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "ddp_step: " << problem << "\n"
             << "usage: ddp_step [--backend gloo|mpi] [--model small|large] [--batch N]\n"
-            << "                [--steps N] [--warmup N]   (under engine-launch or mpirun)\n";
+            << "                [--steps N] [--warmup N] [--gradient-as-bucket-view 0|1]\n"
+            << "                (under engine-launch or mpirun)\n";
   std::exit(2);
 }
 
@@ -59,6 +61,8 @@ Args parse(int argc, char** argv) {
       args.steps = std::stoi(value);
     } else if (flag == "--warmup") {
       args.warmup = std::stoi(value);
+    } else if (flag == "--gradient-as-bucket-view") {
+      args.gradient_as_bucket_view = value == "1";
     } else {
       usage("unknown flag " + flag);
     }
@@ -114,7 +118,9 @@ int main(int argc, char** argv) {
     dist::init_dist(args.backend == "mpi" ? "mpi" : "pytorch", args.backend);
     const Shape shape = shape_of(args.model);
     auto model = std::make_shared<Mlp>(shape);
-    engine::model::MMDistributedDataParallel ddp(model);
+    engine::model::DDPOptions options;
+    options.gradient_as_bucket_view = args.gradient_as_bucket_view;
+    engine::model::MMDistributedDataParallel ddp(model, options);
     engine::optim::OptimWrapper optim(
         std::make_shared<torch::optim::SGD>(ddp.parameters(), torch::optim::SGDOptions(0.01)));
     int64_t parameters = 0;
@@ -136,9 +142,9 @@ int main(int argc, char** argv) {
     const double ms = step_ms.item<double>();
     const int ranks = dist::get_world_size();
     if (dist::is_main_process()) {
-      std::printf("ours   %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f\n",
+      std::printf("ours   %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f%s\n",
                   args.backend.c_str(), args.model.c_str(), parameters / 1e6, ranks, ms,
-                  1000.0 * args.batch * ranks / ms);
+                  1000.0 * args.batch * ranks / ms, args.gradient_as_bucket_view ? "  view" : "");
     }
   } catch (const std::exception& error) {
     std::cerr << "ddp_step: " << error.what() << "\n";

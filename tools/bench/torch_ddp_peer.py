@@ -32,11 +32,14 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--gradient-as-bucket-view", type=int, default=0, choices=(0, 1))
     args = parser.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group(args.backend)
     width, hidden_layers = SHAPES[args.model]
-    model = nn.parallel.DistributedDataParallel(mlp(width, hidden_layers))
+    view = bool(args.gradient_as_bucket_view)
+    model = nn.parallel.DistributedDataParallel(mlp(width, hidden_layers),
+                                                gradient_as_bucket_view=view)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     parameters = sum(p.numel() for p in model.parameters())
     inputs = torch.randn(args.batch, width)
@@ -57,9 +60,9 @@ def main():
     ms = step_ms.item()
     n = dist.get_world_size()
     if dist.get_rank() == 0:
-        print("python %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f"
-              % (args.backend, args.model, parameters / 1e6, n, ms, 1000.0 * args.batch * n / ms),
-              flush=True)
+        print("python %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f%s"
+              % (args.backend, args.model, parameters / 1e6, n, ms, 1000.0 * args.batch * n / ms,
+                 "  view" if view else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ Reducer::Reducer(std::vector<NamedParameter> params, dist::GroupPtr group, Reduc
       options_(std::move(options)),
       awaiting_first_rebuild_(!options_.find_unused_parameters),
       ready_(params_.size()),
-      locally_used_(params_.size()) {
+      locally_used_(params_.size()),
+      world_size_divisor_(at::scalar_tensor(group_->size(), at::kDouble)) {
   check_parameters(params_, group_->my_global_rank());
   build_buckets(reverse_order(params_.size()));
   register_hooks();
@@ -200,12 +201,16 @@ void Reducer::mark_ready(size_t param) {
   }
   ready_[param] = true;
   arrival_order_.push_back(param);
+  // Gradients are averaged by dividing before the sum, as PyTorch's reducer
+  // does, in the same pass that brings them into the bucket.
   const at::Tensor& grad = params_[param].tensor.grad();
   at::Tensor target = slot(param);
   if (!grad.defined()) {
     target.zero_();
-  } else if (!aliases(grad, target)) {
-    target.copy_(grad);
+  } else if (aliases(grad, target)) {
+    target.div_(group_->size());
+  } else {
+    at::div_out(target, grad, world_size_divisor_);
     if (options_.gradient_as_bucket_view) point_grad_at_slot(param);
   }
   --buckets_[location_[param].first].pending;
@@ -215,7 +220,6 @@ void Reducer::launch_complete_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& bucket = buckets_[next_bucket_];
     if (options_.on_bucket_launch) options_.on_bucket_launch(next_bucket_, bucket.params);
-    bucket.flat.div_(group_->size());
     works_.push_back(dist::all_reduce_async(bucket.flat, "sum", group_));
     ++next_bucket_;
   }
