@@ -38,7 +38,7 @@ for backend in ${backends//,/ }; do
       bazel-bin/tools/launch/engine-launch --nproc-per-node "$ranks" \
         "$ours" --backend gloo --ops "$ops" "${sweep[@]}" --json "bench/out/collectives_gloo_${ranks}.json"
       bazel-bin/tools/launch/engine-launch --nproc-per-node "$ranks" \
-        /usr/bin/python3 tools/bench/torch_gloo_peer.py "${sweep[@]}" ;;
+        /usr/bin/python3 tools/bench/torch_gloo_peer.py --ops "$ops" "${sweep[@]}" ;;
     *) echo "unknown backend $backend (sim, mpi, gloo)" >&2; exit 2 ;;
   esac
 done

@@ -1,9 +1,10 @@
 """The peer for the gloo backend: PyTorch's own torch.distributed over Gloo
-(Debian's python3-torch), all_reduce float32 sum in place, with the same
-sweep, timing rule and table as `collectives`. Run under a launcher that sets
-torchrun's variables:
+(Debian's python3-torch), float32, with the same ops, sweep, timing rule and
+table as `collectives`: all_reduce (sum, in place), broadcast (from rank 0),
+all_gather (size/n per rank into a preallocated list). Run under a launcher
+that sets torchrun's variables:
 
-    engine-launch --nproc-per-node 2 /usr/bin/python3 tools/bench/torch_gloo_peer.py --max-bytes 64M
+    engine-launch --nproc-per-node 2 /usr/bin/python3 tools/bench/torch_gloo_peer.py --ops all_reduce,all_gather
 """
 import argparse
 import time
@@ -27,44 +28,101 @@ def pattern(count, salt):
     return ((torch.arange(count) + salt) % 7 - 3).float()
 
 
+class AllReduce:
+    factor = staticmethod(lambda n: 2 * (n - 1) / n)
+
+    def __init__(self, nbytes, rank, n):
+        self.data = pattern(max(nbytes // 4, 1), rank)
+        self.expected = sum(pattern(self.data.numel(), r) for r in range(n))
+
+    def run(self):
+        dist.all_reduce(self.data)
+
+    def results(self):
+        return [self.data], [self.expected]
+
+
+class Broadcast:
+    factor = staticmethod(lambda n: 1.0)
+
+    def __init__(self, nbytes, rank, n):
+        count = max(nbytes // 4, 1)
+        self.data = pattern(count, 11) if rank == 0 else torch.zeros(count)
+        self.expected = pattern(count, 11)
+
+    def run(self):
+        dist.broadcast(self.data, 0)
+
+    def results(self):
+        return [self.data], [self.expected]
+
+
+class AllGather:
+    factor = staticmethod(lambda n: (n - 1) / n)
+
+    def __init__(self, nbytes, rank, n):
+        count = max(nbytes // 4 // n, 1)
+        self.data = pattern(count, rank)
+        self.outputs = [torch.empty(count) for _ in range(n)]
+        self.expected = [pattern(count, r) for r in range(n)]
+
+    def run(self):
+        dist.all_gather(self.outputs, self.data)
+
+    def results(self):
+        return self.outputs, self.expected
+
+
+OPS = {"all_reduce": AllReduce, "broadcast": Broadcast, "all_gather": AllGather}
+
+
+def measure(name, nbytes, args, rank, n):
+    op = OPS[name](nbytes, rank, n)
+    for _ in range(args.warmup):
+        op.run()
+    dist.barrier()
+    iters = iterations_for(nbytes, args.iters)
+    start = time.perf_counter()
+    for _ in range(iters):
+        op.run()
+    seconds = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
+    dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
+    op = OPS[name](nbytes, rank, n)  # fresh buffers: one exact check
+    op.run()
+    got, expected = op.results()
+    wrong = torch.tensor([sum(int((g != e).sum()) for g, e in zip(got, expected))])
+    dist.all_reduce(wrong)
+    algbw = nbytes / seconds.item() / 1e9
+    if rank == 0:
+        print(" %15s %12d %11.1f %12.3f %12.3f %8d" % (name, nbytes, seconds.item() * 1e6, algbw,
+                                                        algbw * op.factor(n), wrong.item()), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--ops", default="all_reduce")
     parser.add_argument("--min-bytes", default="4K")
     parser.add_argument("--max-bytes", default="64M")
     parser.add_argument("--factor", type=int, default=4)
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
     args = parser.parse_args()
+    ops = args.ops.split(",")
+    unknown = [op for op in ops if op not in OPS]
+    if unknown:
+        parser.error(f"unknown op(s) {unknown}; choose from {sorted(OPS)}")
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank, n = dist.get_rank(), dist.get_world_size()
     if rank == 0:
-        print(f"# peer: PyTorch {torch.__version__} torch.distributed gloo all_reduce, {n} ranks", flush=True)
+        print(f"# peer: PyTorch {torch.__version__} torch.distributed gloo, {n} ranks", flush=True)
         print("#%15s %12s %11s %12s %12s %8s" % ("collective", "size(B)", "time(us)", "algbw(GB/s)",
                                                    "busbw(GB/s)", "#wrong"), flush=True)
-    nbytes = parse_bytes(args.min_bytes)
-    while nbytes <= parse_bytes(args.max_bytes):
-        count = max(nbytes // 4, 1)
-        data = pattern(count, rank)
-        for _ in range(args.warmup):
-            dist.all_reduce(data)
-        dist.barrier()
-        iters = iterations_for(nbytes, args.iters)
-        start = time.perf_counter()
-        for _ in range(iters):
-            dist.all_reduce(data)
-        seconds = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
-        dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
-        data = pattern(count, rank)
-        dist.all_reduce(data)
-        expected = sum(pattern(count, r) for r in range(n))
-        wrong = torch.tensor([int((data != expected).sum())])
-        dist.all_reduce(wrong)
-        algbw = nbytes / seconds.item() / 1e9
-        if rank == 0:
-            print(" %15s %12d %11.1f %12.3f %12.3f %8d" % ("all_reduce", nbytes, seconds.item() * 1e6, algbw,
-                                                            algbw * 2 * (n - 1) / n, wrong.item()), flush=True)
-        nbytes *= args.factor
+    for name in ops:
+        nbytes = parse_bytes(args.min_bytes)
+        while nbytes <= parse_bytes(args.max_bytes):
+            measure(name, nbytes, args, rank, n)
+            nbytes *= args.factor
     dist.destroy_process_group()
 
 
