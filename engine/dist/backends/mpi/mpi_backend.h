@@ -10,8 +10,8 @@
 namespace engine::dist::mpi {
 
 // The engine's Backend on Open MPI, used directly: every collective is MPI's
-// nonblocking one (MPI_Iallreduce, ...), so every call returns at once with a
-// Work over its requests. Registered as "mpi"; creating the first one
+// nonblocking one (MPI_Iallreduce, ...; all_gather see below), so every call
+// returns at once with a Work over its requests. Registered as "mpi"; creating the first one
 // initializes MPI (MPI_THREAD_MULTIPLE) and MPI is finalized at exit.
 //
 // all_gather on up to 8 ranks is a direct exchange of point-to-point messages
