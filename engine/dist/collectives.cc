@@ -7,6 +7,7 @@
 #include "engine/dist/context.h"
 #include "engine/dist/describe.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/reduce_kernel.h"
 #include "engine/dist/reduce_op.h"
 
 namespace engine::dist {
@@ -92,14 +93,6 @@ std::vector<at::Tensor> empty_list(int n, const at::Tensor& like) {
   std::vector<int64_t> sizes{n};
   sizes.insert(sizes.end(), like.sizes().begin(), like.sizes().end());
   return at::empty(sizes, like.options()).unbind(0);
-}
-
-void divide_for_mean(at::Tensor& t, int n) {
-  if (c10::isIntegralType(t.scalar_type(), /*includeBool=*/false)) {
-    t.div_(n, "trunc");
-  } else {
-    t.div_(n);
-  }
 }
 
 }  // namespace

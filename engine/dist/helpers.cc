@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -16,6 +17,7 @@
 #include "engine/dist/info.h"
 #include "engine/dist/objects.h"
 #include "engine/dist/pickle.h"
+#include "engine/dist/reduce_kernel.h"
 #include "engine/dist/reduce_op.h"
 
 namespace engine::dist {
@@ -34,17 +36,17 @@ std::vector<std::string> entry_signatures(const std::map<std::string, at::Tensor
   return out;
 }
 
-// Raises CollectiveMismatch on every rank when the ranks' entries differ.
-// Costs one all_gather of one integer per rank when they agree.
-void check_same_entries(const std::map<std::string, at::Tensor>& data, const GroupPtr& group) {
-  const std::vector<std::string> mine = entry_signatures(data);
+// The digest of a dict's keys, shapes and dtypes, which every rank compares.
+int64_t digest_of(const std::vector<std::string>& signatures) {
   std::string joined;
-  for (const auto& s : mine) joined += s + "\n";
-  const auto digest = static_cast<int64_t>(std::hash<std::string>{}(joined));
-  const std::vector<at::Tensor> digests = all_gather(
-      at::full({1}, digest, at::TensorOptions(at::kLong).device(get_comm_device(group))), group);
-  if (at::cat(digests).cpu().eq(digest).all().item<bool>()) return;
+  for (const auto& s : signatures) joined += s + "\n";
+  return static_cast<int64_t>(std::hash<std::string>{}(joined));
+}
 
+// Raises CollectiveMismatch on every rank (each one calls it when the digests
+// they all gathered differ), naming each rank's odd entries.
+[[noreturn]] void raise_entry_mismatch(const std::vector<std::string>& mine,
+                                       const GroupPtr& group) {
   std::vector<std::set<std::string>> per_rank;
   for (const auto& value : all_gather_object(c10::List<std::string>(mine), group)) {
     const auto list = value.toList();
@@ -69,6 +71,37 @@ void check_same_entries(const std::map<std::string, at::Tensor>& data, const Gro
   throw CollectiveMismatch(on_rank(get_rank(), message +
                                                    "\nPass the same keys with the same shapes and "
                                                    "dtypes on every rank."));
+}
+
+// A dict's values whose bytes fit here travel inside the one fixed-size
+// record every rank gathers (with the digest), and each rank reduces them
+// itself; larger ones are all-reduced once the digests agree.
+constexpr int64_t kInlineDictBytes = 256;
+
+// [digest | the flat values' bytes when they fit, else zeros].
+at::Tensor dict_record(int64_t digest, const at::Tensor& flat, bool inline_values) {
+  at::Tensor record = at::zeros({8 + kInlineDictBytes}, at::kByte);
+  auto* bytes = record.data_ptr<uint8_t>();
+  std::memcpy(bytes, &digest, 8);
+  if (inline_values && flat.numel() > 0) {
+    const at::Tensor values = flat.cpu().contiguous();
+    std::memcpy(bytes + 8, values.data_ptr(), values.nbytes());
+  }
+  return record;
+}
+
+// Every rank's inline values reduced in rank order, as `flat` is laid out.
+at::Tensor reduce_records(const at::Tensor& records, const at::Tensor& flat,
+                          const ReduceSpec& spec) {
+  at::Tensor sum = at::empty(flat.sizes(), flat.options().device(at::kCPU));
+  const auto* bytes = records.data_ptr<uint8_t>();
+  const int64_t stride = records.size(1);
+  std::memcpy(sum.data_ptr(), bytes + 8, sum.nbytes());
+  for (int64_t r = 1; r < records.size(0); ++r) {
+    reduce_into(sum.data_ptr(), bytes + r * stride + 8, sum.numel(), sum.scalar_type(), spec.op);
+  }
+  if (spec.mean) divide_for_mean(sum, static_cast<int>(records.size(0)));
+  return sum.to(flat.device());
 }
 
 void reduce_coalesced(const std::vector<at::Tensor>& bucket, const std::string& op,
@@ -191,16 +224,33 @@ void all_reduce_dict(std::map<std::string, at::Tensor>& data, const std::string&
                      const GroupPtr& group) {
   for (const auto& [key, value] : data) parse_reduce_op(op, value.scalar_type(), get_rank());
   if (get_world_size(group) == 1) return;
-  check_same_entries(data, group);
-  if (data.empty()) return;
   std::vector<at::Tensor> values;
   for (const auto& [key, value] : data) values.push_back(value);
-  at::Tensor flat = torch::utils::flatten_dense_tensors(values);
-  all_reduce(flat, op, group);
+  const at::Tensor flat = values.empty() ? at::empty({0})
+                                         : torch::utils::flatten_dense_tensors(values);
+  const ReduceSpec spec = parse_reduce_op(op, flat.scalar_type(), get_rank());
+  // Whether the values ride in the record depends only on what the digest
+  // covers, so ranks whose digests agree decide alike.
+  const bool inline_values = static_cast<int64_t>(flat.nbytes()) <= kInlineDictBytes &&
+                             can_reduce(flat.scalar_type(), spec.op);
+  const std::vector<std::string> mine = entry_signatures(data);
+  const int64_t digest = digest_of(mine);
+  at::Tensor record = dict_record(digest, flat, inline_values).to(get_comm_device(group));
+  const at::Tensor records = at::stack(all_gather(record, group)).cpu();
+  if (!records.narrow(1, 0, 8).eq(records[0].narrow(0, 0, 8)).all().item<bool>()) {
+    raise_entry_mismatch(mine, group);
+  }
+  if (data.empty()) return;
+  at::Tensor reduced = flat;
+  if (inline_values) {
+    reduced = reduce_records(records, flat, spec);
+  } else {
+    all_reduce(reduced, op, group);
+  }
   int64_t offset = 0;
   for (auto& [key, value] : data) {
     const int64_t n = value.numel();
-    value = flat.narrow(0, offset, n).view(value.sizes());
+    value = reduced.narrow(0, offset, n).view(value.sizes());
     offset += n;
   }
 }

@@ -1,5 +1,6 @@
 #include "engine/dist/reduce_kernel.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -77,6 +78,14 @@ void reduce_into(void* acc, const void* src, int64_t count, c10::ScalarType dtyp
   AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, dtype, "sim_reduce", [&] {
     reduce_typed(static_cast<scalar_t*>(acc), static_cast<const scalar_t*>(src), count, op);
   });
+}
+
+void divide_for_mean(at::Tensor& sum, int n) {
+  if (c10::isIntegralType(sum.scalar_type(), /*includeBool=*/false)) {
+    sum.div_(n, "trunc");
+  } else {
+    sum.div_(n);
+  }
 }
 
 }  // namespace engine::dist

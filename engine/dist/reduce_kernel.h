@@ -1,5 +1,6 @@
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -18,5 +19,9 @@ bool can_reduce(c10::ScalarType dtype, ReduceOp op);
 // torch's semantics (bool sum is or, product is and; floating min/max
 // propagate NaN; half and bfloat16 round after each step).
 void reduce_into(void* acc, const void* src, int64_t count, c10::ScalarType dtype, ReduceOp op);
+
+// The "mean" step after a sum over `n` ranks, in place: division, truncating
+// for integer tensors (as mmengine's all_reduce on them).
+void divide_for_mean(at::Tensor& sum, int n);
 
 }  // namespace engine::dist
