@@ -17,9 +17,12 @@ namespace engine::dist {
 // A seed in [0, 2^31) drawn on rank 0 and shared with every rank.
 int64_t sync_random_seed(const GroupPtr& group = nullptr);
 
-// All-reduces every value of `data` in one collective: keys sorted, values
-// flattened into one buffer (dtypes promoted as torch.cat does, so mixed
-// int/float values come back float), reduced, split back into `data`.
+// All-reduces every value of `data`: keys sorted, values flattened into one
+// buffer (dtypes promoted as torch.cat does, so mixed int/float values come
+// back float), reduced, split back into `data`. Every rank first gathers a
+// fixed-size record with a digest of every rank's keys, shapes and dtypes;
+// values of up to 256 bytes ride in it and each rank reduces them in rank
+// order (one collective in all), larger ones are all-reduced after it.
 // Ranks whose keys, shapes or dtypes differ get CollectiveMismatch on every
 // rank, naming the differing keys (mmengine hangs there).
 void all_reduce_dict(std::map<std::string, at::Tensor>& data, const std::string& op = "sum",
