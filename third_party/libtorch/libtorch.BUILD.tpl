@@ -23,3 +23,10 @@ cc_library(
     includes = ["include/torch/csrc/api/include"],
     deps = [":libtorch"],
 )
+
+# Gloo itself, for code that runs Gloo's algorithms beside c10d's.
+cc_library(
+    name = "gloo",
+    linkopts = [%{gloo_linkopts}],
+    deps = [":libtorch"],
+)

@@ -20,8 +20,12 @@ def _libtorch_repository_impl(ctx):
         ctx.symlink(path, "include/" + name)
     for name in _LIBRARIES:
         ctx.symlink(lib_dir + "/" + name, "lib/" + name)
+    # Debian ships Gloo as its own library (libgloo-dev); an official
+    # LibTorch has it inside libtorch_cpu.
+    has_libgloo = not home and ctx.path("/usr/lib/libgloo.so").exists
     ctx.template("BUILD", ctx.attr._build_template, {
         "%{lib_dir}": lib_dir,
+        "%{gloo_linkopts}": '"-lgloo"' if has_libgloo else "",
     })
 
 libtorch_repository = repository_rule(

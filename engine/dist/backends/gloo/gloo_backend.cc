@@ -4,7 +4,6 @@
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include <thread>
-
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "engine/dist/backend_registry.h"
@@ -163,6 +162,10 @@ GlooBackend::GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int si
                                  ? c10d::ProcessGroupGloo::createDefaultDevice()
                                  : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
   group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank, size, options);
+  if (size > 1) {
+    small_ =
+        std::make_unique<SmallAllReducer>(options->devices.front(), store_, rank, size, timeout);
+  }
 }
 
 WorkPtr GlooBackend::wrap(c10::intrusive_ptr<c10d::Work> work, const char* what,
@@ -193,6 +196,9 @@ GlooBackend::Reduction GlooBackend::staged(const at::Tensor& tensor, ReduceOp op
 
 WorkPtr GlooBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
   if (tensor.numel() == 0) return nothing_to_move();
+  if (small_ && small_->handles(tensor, op)) {
+    return wrap(small_->all_reduce(tensor, op), "all_reduce");
+  }
   const Reduction r = staged(tensor, op);
   std::vector<at::Tensor> tensors = {r.tensor};
   c10d::AllreduceOptions options;
