@@ -164,7 +164,7 @@ GlooBackend::GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int si
   group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank, size, options);
   if (size > 1) {
     small_ =
-        std::make_unique<SmallAllReducer>(options->devices.front(), store_, rank, size, timeout);
+        std::make_unique<SmallCollectives>(options->devices.front(), store_, rank, size, timeout);
   }
 }
 
@@ -210,6 +210,7 @@ WorkPtr GlooBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
 
 WorkPtr GlooBackend::broadcast(at::Tensor& tensor, int root) {
   if (tensor.numel() == 0) return nothing_to_move();
+  if (small_ && small_->handles(tensor)) return wrap(small_->broadcast(tensor, root), "broadcast");
   std::vector<at::Tensor> tensors = {as_bytes(tensor)};
   c10d::BroadcastOptions options;
   options.rootRank = root;
@@ -232,6 +233,9 @@ WorkPtr GlooBackend::reduce(at::Tensor& tensor, int root, ReduceOp op) {
 
 WorkPtr GlooBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   if (input.numel() == 0) return nothing_to_move();
+  if (small_ && small_->handles(outputs, input)) {
+    return wrap(small_->all_gather(outputs, input), "all_gather");
+  }
   std::vector<std::vector<at::Tensor>> out = {as_bytes(outputs)};
   std::vector<at::Tensor> in = {as_bytes(input)};
   return wrap(group_->allgather(out, in), "all_gather");

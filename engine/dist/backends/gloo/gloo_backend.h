@@ -6,7 +6,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "engine/dist/backend.h"
-#include "engine/dist/backends/gloo/small_all_reduce.h"
+#include "engine/dist/backends/gloo/small_collectives.h"
 
 namespace engine::dist::gloo {
 
@@ -21,8 +21,9 @@ namespace engine::dist::gloo {
 // rounded once at the end (exact where the simulator is; otherwise at least
 // as accurate); reduce_scatter is an all_reduce of the packed inputs; reduce
 // leaves non-root tensors untouched (Gloo uses them as scratch).
-// All_reduces of up to 64 KiB take Gloo's ring all_gather on a context of
-// the adapter's own, sharing the device (SmallAllReducer). A missing rank
+// all_reduce, broadcast and all_gather of up to 64 KiB take Gloo's ring
+// all_gather on a context of the adapter's own, sharing the device
+// (SmallCollectives). A missing rank
 // surfaces as a Timeout from Work::wait after the timeout.
 class GlooBackend : public Backend {
  public:
@@ -60,7 +61,7 @@ class GlooBackend : public Backend {
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
-  std::unique_ptr<SmallAllReducer> small_;  // null on one rank
+  std::unique_ptr<SmallCollectives> small_;  // null on one rank
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
