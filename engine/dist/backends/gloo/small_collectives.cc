@@ -95,7 +95,8 @@ bool SmallCollectives::handles(const at::Tensor& tensor, ReduceOp op) const {
 
 bool SmallCollectives::handles(const std::vector<at::Tensor>& outputs,
                                const at::Tensor& input) const {
-  return handles(input) && std::all_of(outputs.begin(), outputs.end(), [&](const at::Tensor& out) {
+  return handles(input) && outputs.size() == static_cast<size_t>(context_->size) &&
+         std::all_of(outputs.begin(), outputs.end(), [&](const at::Tensor& out) {
            return handles(out) && out.nbytes() == input.nbytes();
          });
 }

@@ -51,7 +51,8 @@ class SmallCollectives {
   ~SmallCollectives();
 
   // Whether the tensor (and op) can come this way. For all_gather, also
-  // every output must be contiguous and as large as the input.
+  // there must be one output a rank, each contiguous and as large as the
+  // input.
   bool handles(const at::Tensor& tensor) const;
   bool handles(const at::Tensor& tensor, ReduceOp op) const;
   bool handles(const std::vector<at::Tensor>& outputs, const at::Tensor& input) const;
