@@ -23,8 +23,10 @@ namespace engine::dist::gloo {
 // leaves non-root tensors untouched (Gloo uses them as scratch).
 // all_reduce, broadcast and all_gather of up to 64 KiB take Gloo's ring
 // all_gather on a context of the adapter's own, sharing the device
-// (SmallCollectives). A missing rank
-// surfaces as a Timeout from Work::wait after the timeout.
+// (SmallCollectives). A missing rank surfaces as a Timeout from Work::wait
+// after the wait's timeout, or once Gloo's own (the backend's timeout) ends
+// the call; after Gloo has ended a call, that communicator is broken and the
+// job must end.
 class GlooBackend : public Backend {
  public:
   GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,

@@ -1,0 +1,75 @@
+// A call that some rank never makes ends in a Timeout on the waiting rank,
+// not a hang and not a peer failure, also when Gloo's own timeout (the
+// backend's, which c10d and the small-call ring both pass to Gloo) runs out
+// before the wait does: the wait here is longer.
+//   timeout_main BACKEND BYTES    (2 ranks, under a launcher)
+// Rank 1 never makes the call; it exits only once rank 0 has timed out (a
+// marker file says so), so that rank 0 sees a missing rank, not a closed
+// connection. Each rank's exit status is its verdict: after a timeout the
+// ranks share no working collective to agree through.
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "engine/dist/dist.h"
+
+namespace {
+
+namespace dist = engine::dist;
+namespace fs = std::filesystem;
+
+constexpr auto kTimeout = std::chrono::seconds(2);
+
+int wait_for_a_missing_rank(int64_t bytes, const fs::path& marker) {
+  at::Tensor t = at::ones({bytes / 4});
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    dist::all_reduce_async(t)->wait(2 * kTimeout);
+    std::cerr << "all_reduce completed without rank 1\n";
+    return 1;
+  } catch (const dist::Timeout& error) {
+    std::ofstream(marker) << "timed out\n";
+    if (std::chrono::steady_clock::now() - start < kTimeout) {
+      std::cerr << "Timeout before the timeout had passed: " << error.what() << "\n";
+      return 1;
+    }
+    std::cout << "rank 0: " << error.what() << "\n";
+    return 0;
+  }
+}
+
+// Bounded: if rank 0 never times out, this rank fails instead of hanging.
+int stay_away_until(const fs::path& marker) {
+  for (int waited_ms = 0; waited_ms < 120000; waited_ms += 20) {
+    if (fs::exists(marker)) return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::cerr << "rank 0 never timed out\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: timeout_main BACKEND BYTES (2 ranks, under a launcher)\n";
+    return 2;
+  }
+  try {
+    dist::InitOptions init;
+    init.timeout = kTimeout;
+    dist::init_dist("pytorch", argv[1], init);
+    const fs::path marker = fs::path(std::getenv("TEST_TMPDIR")) / "rank0_timed_out";
+    return dist::get_rank() == 0 ? wait_for_a_missing_rank(std::stoll(argv[2]), marker)
+                                 : stay_away_until(marker);
+  } catch (const std::exception& error) {
+    std::cerr << "timeout_main: " << error.what() << "\n";
+    return 1;
+  }
+}
