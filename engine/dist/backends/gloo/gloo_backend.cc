@@ -4,8 +4,6 @@
 #include <gloo/common/error.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 
-#include <algorithm>
-#include <cctype>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -106,12 +104,10 @@ class GlooWork : public Work {
   // timeout", "Timed out waiting ...": checked by
   // //testing/process:timeout_gloo_2_*).
   std::exception_ptr failure(const std::exception& e) const {
-    std::string text = e.what();
-    std::transform(text.begin(), text.end(), text.begin(),
-                   [](unsigned char c) { return std::tolower(c); });
+    const std::string text = e.what();
     const bool timed_out =
         dynamic_cast<const ::gloo::IoException*>(&e) != nullptr &&
-        (text.find("timeout") != std::string::npos || text.find("timed out") != std::string::npos);
+        (text.find("timeout") != std::string::npos || text.find("Timed out") != std::string::npos);
     if (timed_out) return std::make_exception_ptr(Timeout(message(timeout_) + ": " + e.what()));
     return std::make_exception_ptr(
         PeerFailure(on_rank(rank_, std::string("gloo ") + what_ + " failed: " + e.what())));
