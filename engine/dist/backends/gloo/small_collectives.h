@@ -29,7 +29,8 @@ namespace engine::dist::gloo {
 //
 // Why: c10d's ProcessGroupGloo runs Gloo's newer algorithms, whose unbound
 // buffers handshake before the data moves; on 2 ranks of a 2-core VM a
-// 4 KiB all_reduce takes ~260 us there and ~90 us through the ring. Each
+// 4 KiB all_reduce takes ~260 us there and ~50 us through the ring, whose
+// pairs are synchronous (the calling thread reads its own messages). Each
 // rank receives every other rank's tensor here, so only tensors of up to
 // 64 KiB come this way, where the latency is the cost, not the bytes.
 //
@@ -69,6 +70,7 @@ class SmallCollectives {
   // What a call does with the gathered tensors (rank order, `bytes` each).
   using UseGathered = std::function<void(const uint8_t* gathered, size_t bytes)>;
 
+  void use_synchronous_pairs();
   c10::intrusive_ptr<c10d::Work> enqueue(const at::Tensor& input, UseGathered use);
   void serve();
   Ring& ring_for(size_t bytes);
