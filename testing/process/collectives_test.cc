@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
-#include <thread>
 
 #include "engine/dist/dist.h"
 #include "testing/cases.h"
+#include "testing/process/marker_files.h"
 
 namespace dist = engine::dist;
 using cases::TensorCase;
@@ -187,9 +187,7 @@ TEST(Process, LateRanksGiveATimeoutNotAHang) {
     std::ofstream(marker) << "timed out\n";
     work->wait();  // the others arrive now
   } else {
-    for (int i = 0; i < 6000 && !std::ifstream(marker).good(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    await_files({marker}, std::chrono::minutes(1));
     dist::all_reduce(t);
   }
   EXPECT_EQ(t[0].item<float>(), static_cast<float>(dist::get_world_size()));

@@ -16,11 +16,12 @@
 #include <iostream>
 #include <optional>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "engine/dist/dist.h"
 #include "engine/flight/diagnosis.h"
 #include "engine/flight/record_files.h"
+#include "testing/process/marker_files.h"
 #include "testing/process/verdict.h"
 
 namespace {
@@ -32,15 +33,12 @@ fs::path marker_of(const fs::path& dir, int rank) {
   return dir / ("timed_out_" + std::to_string(rank));
 }
 
-// Bounded: a rank that never times out fails the test instead of hanging it.
 void await_markers(const fs::path& dir, int absent) {
-  for (int waited_ms = 0; waited_ms < 120000; waited_ms += 20) {
-    bool all = true;
-    for (int rank = 0; rank < absent; ++rank) all = all && fs::exists(marker_of(dir, rank));
-    if (all) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::vector<fs::path> markers;
+  for (int rank = 0; rank < absent; ++rank) markers.push_back(marker_of(dir, rank));
+  if (!await_files(markers, std::chrono::minutes(2))) {
+    throw std::runtime_error("the other ranks never timed out");
   }
-  throw std::runtime_error("the other ranks never timed out");
 }
 
 std::optional<std::string> check(const std::string& diagnosis, int world_size) {

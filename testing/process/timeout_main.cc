@@ -15,9 +15,9 @@
 #include <fstream>
 #include <iostream>
 #include <string>
-#include <thread>
 
 #include "engine/dist/dist.h"
+#include "testing/process/marker_files.h"
 
 namespace {
 
@@ -44,12 +44,8 @@ int wait_for_a_missing_rank(int64_t bytes, const fs::path& marker) {
   }
 }
 
-// Bounded: if rank 0 never times out, this rank fails instead of hanging.
 int stay_away_until(const fs::path& marker) {
-  for (int waited_ms = 0; waited_ms < 120000; waited_ms += 20) {
-    if (fs::exists(marker)) return 0;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  if (await_files({marker}, std::chrono::minutes(2))) return 0;
   std::cerr << "rank 0 never timed out\n";
   return 1;
 }
