@@ -203,8 +203,8 @@ GlooBackend::GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int si
                                  : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
   group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank, size, options);
   if (size > 1) {
-    small_ =
-        std::make_unique<SmallCollectives>(options->devices.front(), store_, rank, size, timeout);
+    pairs_ =
+        std::make_unique<PairCollectives>(options->devices.front(), store_, rank, size, timeout);
   }
 }
 
@@ -229,8 +229,8 @@ GlooBackend::Reduction GlooBackend::staged(const at::Tensor& tensor, ReduceOp op
 
 WorkPtr GlooBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
   if (tensor.numel() == 0) return nothing_to_move();
-  if (small_ && small_->handles(tensor, op)) {
-    return wrap(small_->all_reduce(tensor, op), "all_reduce");
+  if (pairs_ && pairs_->handles(tensor, op)) {
+    return wrap(pairs_->all_reduce(tensor, op), "all_reduce");
   }
   const Reduction r = staged(tensor, op);
   std::vector<at::Tensor> tensors = {r.tensor};
@@ -243,7 +243,8 @@ WorkPtr GlooBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
 
 WorkPtr GlooBackend::broadcast(at::Tensor& tensor, int root) {
   if (tensor.numel() == 0) return nothing_to_move();
-  if (small_ && small_->handles(tensor)) return wrap(small_->broadcast(tensor, root), "broadcast");
+  if (pairs_ && pairs_->handles_broadcast(tensor))
+    return wrap(pairs_->broadcast(tensor, root), "broadcast");
   std::vector<at::Tensor> tensors = {as_flat(tensor)};
   c10d::BroadcastOptions options;
   options.rootRank = root;
@@ -266,8 +267,8 @@ WorkPtr GlooBackend::reduce(at::Tensor& tensor, int root, ReduceOp op) {
 
 WorkPtr GlooBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   if (input.numel() == 0) return nothing_to_move();
-  if (small_ && small_->handles(outputs, input)) {
-    return wrap(small_->all_gather(outputs, input), "all_gather");
+  if (pairs_ && pairs_->handles(outputs, input)) {
+    return wrap(pairs_->all_gather(outputs, input), "all_gather");
   }
   std::vector<std::vector<at::Tensor>> out = {as_flat(outputs)};
   std::vector<at::Tensor> in = {as_flat(input)};

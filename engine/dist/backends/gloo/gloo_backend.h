@@ -6,7 +6,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "engine/dist/backend.h"
-#include "engine/dist/backends/gloo/small_collectives.h"
+#include "engine/dist/backends/gloo/pair_collectives.h"
 
 namespace engine::dist::gloo {
 
@@ -15,18 +15,21 @@ namespace engine::dist::gloo {
 // Registered as "gloo". Gloo runs each call on its own worker threads, so
 // every call returns at once with a Work.
 //
-// Where Gloo (LibTorch 1.13) lacks something the engine offers, the adapter
-// supplies it: bool tensors reduce as uint8 (sum/max/bor -> max,
-// product/min/band -> min, bxor -> bxor); bfloat16 reduces in float32 and is
-// rounded once at the end (exact where the simulator is; otherwise at least
-// as accurate); reduce_scatter is an all_reduce of the packed inputs; reduce
-// leaves non-root tensors untouched (Gloo uses them as scratch).
-// all_reduce, broadcast and all_gather of up to 64 KiB take Gloo's ring
-// all_gather on a context of the adapter's own, sharing the device
-// (SmallCollectives). A missing rank surfaces as a Timeout from Work::wait
-// after the wait's timeout, or once Gloo's own (the backend's timeout) ends
-// the call; after Gloo has ended a call, that communicator is broken and the
-// job must end.
+// all_reduce of contiguous CPU tensors, broadcast of up to 1 MiB and
+// all_gather of up to 64 KiB run on Gloo pairs of the adapter's own in synchronous mode,
+// sharing the device (PairCollectives): all_reduce reduces there with the
+// engine's kernel, so every dtype and op the simulator reduces works.
+//
+// Where the rest runs on c10d's Gloo (LibTorch 1.13), which lacks some of
+// what the engine offers, the adapter supplies it: bool tensors reduce as
+// uint8 (sum/max/bor -> max, product/min/band -> min, bxor -> bxor);
+// bfloat16 reduces in float32 and is rounded once at the end (exact where the
+// simulator is; otherwise at least as accurate); reduce_scatter is an
+// all_reduce of the packed inputs; reduce leaves non-root tensors untouched
+// (Gloo uses them as scratch). A missing rank surfaces as a Timeout from
+// Work::wait after the wait's timeout, or once Gloo's own (the backend's
+// timeout) ends the call; after Gloo has ended a call, that communicator is
+// broken and the job must end.
 class GlooBackend : public Backend {
  public:
   GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
@@ -63,7 +66,7 @@ class GlooBackend : public Backend {
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
-  std::unique_ptr<SmallCollectives> small_;  // null on one rank
+  std::unique_ptr<PairCollectives> pairs_;  // null on one rank
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;

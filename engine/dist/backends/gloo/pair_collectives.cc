@@ -1,4 +1,4 @@
-#include "engine/dist/backends/gloo/small_collectives.h"
+#include "engine/dist/backends/gloo/pair_collectives.h"
 
 #include <gloo/allgather_ring.h>
 
@@ -17,11 +17,16 @@ namespace {
 // are dropped at once, on every rank alike.
 constexpr size_t kMaxRings = 64;
 
+// What the rings can read and write in place.
+bool is_plain(const at::Tensor& tensor) {
+  return tensor.device().is_cpu() && tensor.layout() == at::kStrided && tensor.is_contiguous();
+}
+
 }  // namespace
 
 // Gloo's ring all_gather of `bytes` per rank, bound to buffers of its own
 // (Gloo registers them with its transport).
-class SmallCollectives::Ring {
+class PairCollectives::Ring {
  public:
   Ring(const std::shared_ptr<::gloo::Context>& context, size_t bytes)
       : input_(bytes),
@@ -44,14 +49,13 @@ class SmallCollectives::Ring {
 };
 
 // One queued call; c10d's Work gives it the waiting and the error.
-class SmallCollectives::Task : public c10d::Work {
+class PairCollectives::Task : public c10d::Work {
  public:
-  Task(at::Tensor input, UseGathered use) : input_(std::move(input)), use_(std::move(use)) {}
+  explicit Task(std::function<void()> call) : call_(std::move(call)) {}
 
-  void run(SmallCollectives& collectives) {
+  void run() {
     try {
-      const size_t bytes = input_.nbytes();
-      use_(collectives.ring_for(bytes).gather(input_.data_ptr()), bytes);
+      call_();
       finish();
     } catch (...) {
       finish(std::current_exception());
@@ -59,20 +63,20 @@ class SmallCollectives::Task : public c10d::Work {
   }
 
  private:
-  at::Tensor input_;
-  UseGathered use_;
+  std::function<void()> call_;
 };
 
-SmallCollectives::SmallCollectives(const std::shared_ptr<::gloo::transport::Device>& device,
-                                   const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                   std::chrono::milliseconds timeout)
+PairCollectives::PairCollectives(const std::shared_ptr<::gloo::transport::Device>& device,
+                                 const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                 std::chrono::milliseconds timeout)
     : context_(std::make_shared<::gloo::rendezvous::Context>(rank, size)) {
   context_->setTimeout(timeout);
   c10d::ProcessGroupGloo::GlooStore rendezvous(
-      c10::make_intrusive<c10d::PrefixStore>("engine_small_collectives", store));
+      c10::make_intrusive<c10d::PrefixStore>("engine_pair_collectives", store));
   auto shared_device = device;
   context_->connectFullMesh(rendezvous, shared_device);
   use_synchronous_pairs();
+  chunked_ = std::make_unique<ChunkedRing>(context_);
   server_ = std::thread([this] { serve(); });
 }
 
@@ -80,17 +84,19 @@ SmallCollectives::SmallCollectives(const std::shared_ptr<::gloo::transport::Devi
 // socket itself, instead of Gloo's device thread reading it and waking the
 // waiter: one thread hand-off fewer per message, which is most of a small
 // call's time. It is safe here because one thread (serve) runs every call on
-// these pairs, and a write cannot block for long: Gloo sizes a pair's send
-// buffer to the message (at most kMaxBytes), and the rings' notifications
-// keep at most one unread data message on each connection. A peer that goes
-// silent still ends the call: the socket's receive timeout is the context's.
-void SmallCollectives::use_synchronous_pairs() {
+// these pairs, and a write cannot block for long: no message is larger than
+// a chunk (ChunkedRing::kChunkBytes; kMaxGatherBytes for the gather rings), Gloo
+// sizes a pair's send buffer to the message, and every algorithm here keeps
+// at most one unread data message of a rank's on each connection. A peer
+// that goes silent still ends the call: the sockets' timeouts are the
+// context's.
+void PairCollectives::use_synchronous_pairs() {
   for (int peer = 0; peer < context_->size; ++peer) {
     if (peer != context_->rank) context_->getPair(peer)->setSync(/*sync=*/true, /*busyPoll=*/false);
   }
 }
 
-SmallCollectives::~SmallCollectives() {
+PairCollectives::~PairCollectives() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -99,26 +105,31 @@ SmallCollectives::~SmallCollectives() {
   server_.join();
 }
 
-bool SmallCollectives::handles(const at::Tensor& tensor) const {
-  return tensor.device().is_cpu() && tensor.layout() == at::kStrided && tensor.is_contiguous() &&
-         tensor.nbytes() <= static_cast<size_t>(kMaxBytes);
+bool PairCollectives::handles(const at::Tensor& tensor, ReduceOp op) const {
+  return is_plain(tensor) && can_reduce(tensor.scalar_type(), op);
 }
 
-bool SmallCollectives::handles(const at::Tensor& tensor, ReduceOp op) const {
-  return handles(tensor) && can_reduce(tensor.scalar_type(), op);
+bool PairCollectives::handles_broadcast(const at::Tensor& tensor) const {
+  return is_plain(tensor) && tensor.nbytes() <= kMaxBroadcastBytes;
 }
 
-bool SmallCollectives::handles(const std::vector<at::Tensor>& outputs,
-                               const at::Tensor& input) const {
-  return handles(input) && outputs.size() == static_cast<size_t>(context_->size) &&
+bool PairCollectives::handles(const std::vector<at::Tensor>& outputs,
+                              const at::Tensor& input) const {
+  auto small = [](const at::Tensor& t) { return is_plain(t) && t.nbytes() <= kMaxGatherBytes; };
+  return small(input) && outputs.size() == static_cast<size_t>(context_->size) &&
          std::all_of(outputs.begin(), outputs.end(), [&](const at::Tensor& out) {
-           return handles(out) && out.nbytes() == input.nbytes();
+           return small(out) && out.nbytes() == input.nbytes();
          });
 }
 
-c10::intrusive_ptr<c10d::Work> SmallCollectives::all_reduce(const at::Tensor& tensor, ReduceOp op) {
+c10::intrusive_ptr<c10d::Work> PairCollectives::all_reduce(const at::Tensor& tensor, ReduceOp op) {
+  if (tensor.nbytes() > kMaxGatherBytes) {
+    return enqueue([this, tensor, op] {
+      chunked_->all_reduce(tensor.data_ptr(), tensor.numel(), tensor.scalar_type(), op);
+    });
+  }
   const int ranks = context_->size;
-  return enqueue(tensor, [tensor, op, ranks](const uint8_t* gathered, size_t bytes) {
+  return gather(tensor, [tensor, op, ranks](const uint8_t* gathered, size_t bytes) {
     std::memcpy(tensor.data_ptr(), gathered, bytes);
     for (int rank = 1; rank < ranks; ++rank) {
       reduce_into(tensor.data_ptr(), gathered + rank * bytes, tensor.numel(), tensor.scalar_type(),
@@ -127,24 +138,35 @@ c10::intrusive_ptr<c10d::Work> SmallCollectives::all_reduce(const at::Tensor& te
   });
 }
 
-c10::intrusive_ptr<c10d::Work> SmallCollectives::broadcast(const at::Tensor& tensor, int root) {
+c10::intrusive_ptr<c10d::Work> PairCollectives::broadcast(const at::Tensor& tensor, int root) {
+  if (tensor.nbytes() > kMaxGatherBytes) {
+    return enqueue(
+        [this, tensor, root] { chunked_->broadcast(tensor.data_ptr(), tensor.nbytes(), root); });
+  }
   const bool is_root = context_->rank == root;
-  return enqueue(tensor, [tensor, root, is_root](const uint8_t* gathered, size_t bytes) {
+  return gather(tensor, [tensor, root, is_root](const uint8_t* gathered, size_t bytes) {
     if (!is_root) std::memcpy(tensor.data_ptr(), gathered + root * bytes, bytes);
   });
 }
 
-c10::intrusive_ptr<c10d::Work> SmallCollectives::all_gather(const std::vector<at::Tensor>& outputs,
-                                                            const at::Tensor& input) {
-  return enqueue(input, [outputs](const uint8_t* gathered, size_t bytes) {
+c10::intrusive_ptr<c10d::Work> PairCollectives::all_gather(const std::vector<at::Tensor>& outputs,
+                                                           const at::Tensor& input) {
+  return gather(input, [outputs](const uint8_t* gathered, size_t bytes) {
     for (size_t rank = 0; rank < outputs.size(); ++rank) {
       std::memcpy(outputs[rank].data_ptr(), gathered + rank * bytes, bytes);
     }
   });
 }
 
-c10::intrusive_ptr<c10d::Work> SmallCollectives::enqueue(const at::Tensor& input, UseGathered use) {
-  auto task = c10::make_intrusive<Task>(input, std::move(use));
+c10::intrusive_ptr<c10d::Work> PairCollectives::gather(const at::Tensor& input, UseGathered use) {
+  return enqueue([this, input, use = std::move(use)] {
+    const size_t bytes = input.nbytes();
+    use(ring_for(bytes).gather(input.data_ptr()), bytes);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> PairCollectives::enqueue(std::function<void()> call) {
+  auto task = c10::make_intrusive<Task>(std::move(call));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(task);
@@ -153,7 +175,7 @@ c10::intrusive_ptr<c10d::Work> SmallCollectives::enqueue(const at::Tensor& input
   return task;
 }
 
-void SmallCollectives::serve() {
+void PairCollectives::serve() {
   for (;;) {
     c10::intrusive_ptr<Task> task;
     {
@@ -163,11 +185,11 @@ void SmallCollectives::serve() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    task->run(*this);
+    task->run();
   }
 }
 
-SmallCollectives::Ring& SmallCollectives::ring_for(size_t bytes) {
+PairCollectives::Ring& PairCollectives::ring_for(size_t bytes) {
   if (rings_.size() >= kMaxRings && rings_.count(bytes) == 0) rings_.clear();
   RingPair& pair = rings_[bytes];
   std::unique_ptr<Ring>& ring = pair.rings[pair.next];

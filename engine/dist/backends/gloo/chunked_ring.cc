@@ -1,0 +1,107 @@
+#include "engine/dist/backends/gloo/chunked_ring.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/dist/reduce_kernel.h"
+
+namespace engine::dist::gloo {
+namespace {
+
+// Bytes [begin, end) of the data.
+struct Span {
+  size_t begin;
+  size_t end;
+  size_t size() const { return end - begin; }
+};
+
+// The ring's `part`-th of `count` elements of `item` bytes, element-aligned.
+Span part_of(int part, int parts, int64_t count, size_t item) {
+  auto edge = [&](int p) { return static_cast<size_t>(count * p / parts) * item; };
+  return {edge(part), edge(part + 1)};
+}
+
+int wrap_rank(int rank, int size) { return ((rank % size) + size) % size; }
+
+// Alternates sending chunks of `out` and receiving chunks of `in`, so that
+// at most one chunk of this rank's waits unread on the connection.
+template <typename Send, typename Receive>
+void in_chunks(Span out, Span in, Send send, Receive receive) {
+  const size_t longest = std::max(out.size(), in.size());
+  for (size_t done = 0; done < longest; done += ChunkedRing::kChunkBytes) {
+    if (done < out.size()) {
+      send(out.begin + done, std::min(ChunkedRing::kChunkBytes, out.size() - done));
+    }
+    if (done < in.size()) {
+      receive(in.begin + done, std::min(ChunkedRing::kChunkBytes, in.size() - done));
+    }
+  }
+}
+
+void send_chunk(::gloo::transport::Buffer& out, size_t offset, size_t bytes, size_t remote) {
+  out.send(offset, bytes, remote);
+  out.waitSend();
+}
+
+}  // namespace
+
+ChunkedRing::ChunkedRing(std::shared_ptr<::gloo::Context> context)
+    : context_(std::move(context)),
+      reduce_slot_(context_->nextSlot()),
+      gather_slot_(context_->nextSlot()),
+      scratch_(kChunkBytes) {}
+
+void ChunkedRing::all_reduce(void* data, int64_t count, c10::ScalarType dtype, ReduceOp op) {
+  const int ranks = context_->size;
+  const int rank = context_->rank;
+  const size_t item = c10::elementSize(dtype);
+  const size_t bytes = static_cast<size_t>(count) * item;
+  auto* base = static_cast<uint8_t*>(data);
+  auto& next = context_->getPair(wrap_rank(rank + 1, ranks));
+  auto& previous = context_->getPair(wrap_rank(rank - 1, ranks));
+  auto to_scratch = next->createSendBuffer(reduce_slot_, data, bytes);
+  auto to_place = next->createSendBuffer(gather_slot_, data, bytes);
+  auto into_scratch = previous->createRecvBuffer(reduce_slot_, scratch_.data(), scratch_.size());
+  auto into_place = previous->createRecvBuffer(gather_slot_, data, bytes);
+  auto part = [&](int p) { return part_of(wrap_rank(p, ranks), ranks, count, item); };
+
+  // Reduce-scatter: after step s, part (rank - s - 1) holds s + 2 ranks' sum;
+  // in the end this rank's part (rank + 1) holds everyone's.
+  for (int step = 0; step < ranks - 1; ++step) {
+    in_chunks(
+        part(rank - step), part(rank - step - 1),
+        [&](size_t offset, size_t size) { send_chunk(*to_scratch, offset, size, 0); },
+        [&](size_t offset, size_t size) {
+          into_scratch->waitRecv();
+          reduce_into(base + offset, scratch_.data(), static_cast<int64_t>(size / item), dtype, op);
+        });
+  }
+  // All-gather: the finished parts travel round the ring into place.
+  for (int step = 0; step < ranks - 1; ++step) {
+    in_chunks(
+        part(rank + 1 - step), part(rank - step),
+        [&](size_t offset, size_t size) { send_chunk(*to_place, offset, size, offset); },
+        [&](size_t, size_t) { into_place->waitRecv(); });
+  }
+}
+
+void ChunkedRing::broadcast(void* data, size_t bytes, int root) {
+  const int ranks = context_->size;
+  const int rank = context_->rank;
+  const int position = wrap_rank(rank - root, ranks);
+  std::unique_ptr<::gloo::transport::Buffer> in;
+  std::unique_ptr<::gloo::transport::Buffer> out;
+  if (position > 0) {
+    in = context_->getPair(wrap_rank(rank - 1, ranks))->createRecvBuffer(gather_slot_, data, bytes);
+  }
+  if (position < ranks - 1) {
+    out =
+        context_->getPair(wrap_rank(rank + 1, ranks))->createSendBuffer(gather_slot_, data, bytes);
+  }
+  for (size_t offset = 0; offset < bytes; offset += kChunkBytes) {
+    if (in) in->waitRecv();
+    if (out) send_chunk(*out, offset, std::min(kChunkBytes, bytes - offset), offset);
+  }
+}
+
+}  // namespace engine::dist::gloo

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <c10/core/ScalarType.h>
+#include <gloo/context.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/dist/reduce_op.h"
+
+namespace engine::dist::gloo {
+
+// Large all_reduce and broadcast over the pairs of a Gloo context in
+// synchronous mode, in messages of at most kChunkBytes: all_reduce is the
+// ring's reduce-scatter then all-gather, broadcast a pipeline along the ring
+// from the root. Data is sent from and received into the caller's memory,
+// except the reduce-scatter's incoming chunk, which lands in a scratch buffer
+// and is reduced from there.
+//
+// Why bounded messages: in synchronous mode a write returns once the kernel
+// holds the bytes, so a rank blocks writing while its peer is blocked writing
+// too unless one message fits in the socket buffers. Each rank here sends a
+// chunk, then reads the chunk its previous rank sent, so at most one chunk of
+// its own waits unread on each connection; Gloo sizes a pair's send buffer to
+// the message, and a stock kernel's cap (208 KiB, doubled by the kernel) plus
+// the peer's receive buffer holds a chunk twice over, so no write can wait on
+// a peer that is itself waiting.
+//
+// Every rank must make the same calls in the same order on one thread: the
+// slots are fixed, and each call reads exactly the messages its peers sent
+// for it (the pairs deliver them in order).
+class ChunkedRing {
+ public:
+  static constexpr size_t kChunkBytes = 256 * 1024;
+
+  // Takes this ring's slots from `context` (every rank in the same order).
+  explicit ChunkedRing(std::shared_ptr<::gloo::Context> context);
+
+  // `count` elements of `dtype` at `data`, reduced in place; every rank ends
+  // with the same bits (each slice is reduced once, then copied).
+  void all_reduce(void* data, int64_t count, c10::ScalarType dtype, ReduceOp op);
+  void broadcast(void* data, size_t bytes, int root);
+
+ private:
+  std::shared_ptr<::gloo::Context> context_;
+  int reduce_slot_;
+  int gather_slot_;
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace engine::dist::gloo
