@@ -43,6 +43,23 @@ void send_chunk(::gloo::transport::Buffer& out, size_t offset, size_t bytes, siz
   out.waitSend();
 }
 
+// Passes finished parts of `data` round the ring into place: at step s this
+// rank sends part (first - s) and receives part (first - s - 1).
+template <typename PartOf>
+void circulate(::gloo::Context& context, int slot, void* data, size_t bytes, PartOf part,
+               int first) {
+  auto to_place = context.getPair(wrap_rank(context.rank + 1, context.size))
+                      ->createSendBuffer(slot, data, bytes);
+  auto into_place = context.getPair(wrap_rank(context.rank - 1, context.size))
+                        ->createRecvBuffer(slot, data, bytes);
+  for (int step = 0; step < context.size - 1; ++step) {
+    in_chunks(
+        part(first - step), part(first - step - 1),
+        [&](size_t offset, size_t size) { send_chunk(*to_place, offset, size, offset); },
+        [&](size_t, size_t) { into_place->waitRecv(); });
+  }
+}
+
 }  // namespace
 
 ChunkedRing::ChunkedRing(std::shared_ptr<::gloo::Context> context)
@@ -57,12 +74,10 @@ void ChunkedRing::all_reduce(void* data, int64_t count, c10::ScalarType dtype, R
   const size_t item = c10::elementSize(dtype);
   const size_t bytes = static_cast<size_t>(count) * item;
   auto* base = static_cast<uint8_t*>(data);
-  auto& next = context_->getPair(wrap_rank(rank + 1, ranks));
-  auto& previous = context_->getPair(wrap_rank(rank - 1, ranks));
-  auto to_scratch = next->createSendBuffer(reduce_slot_, data, bytes);
-  auto to_place = next->createSendBuffer(gather_slot_, data, bytes);
-  auto into_scratch = previous->createRecvBuffer(reduce_slot_, scratch_.data(), scratch_.size());
-  auto into_place = previous->createRecvBuffer(gather_slot_, data, bytes);
+  auto to_scratch =
+      context_->getPair(wrap_rank(rank + 1, ranks))->createSendBuffer(reduce_slot_, data, bytes);
+  auto into_scratch = context_->getPair(wrap_rank(rank - 1, ranks))
+                          ->createRecvBuffer(reduce_slot_, scratch_.data(), scratch_.size());
   auto part = [&](int p) { return part_of(wrap_rank(p, ranks), ranks, count, item); };
 
   // Reduce-scatter: after step s, part (rank - s - 1) holds s + 2 ranks' sum;
@@ -77,12 +92,16 @@ void ChunkedRing::all_reduce(void* data, int64_t count, c10::ScalarType dtype, R
         });
   }
   // All-gather: the finished parts travel round the ring into place.
-  for (int step = 0; step < ranks - 1; ++step) {
-    in_chunks(
-        part(rank + 1 - step), part(rank - step),
-        [&](size_t offset, size_t size) { send_chunk(*to_place, offset, size, offset); },
-        [&](size_t, size_t) { into_place->waitRecv(); });
-  }
+  circulate(*context_, gather_slot_, data, bytes, part, rank + 1);
+}
+
+void ChunkedRing::all_gather(void* gathered, size_t bytes_per_rank) {
+  const int ranks = context_->size;
+  auto part = [&](int p) {
+    const size_t begin = static_cast<size_t>(wrap_rank(p, ranks)) * bytes_per_rank;
+    return Span{begin, begin + bytes_per_rank};
+  };
+  circulate(*context_, gather_slot_, gathered, bytes_per_rank * ranks, part, context_->rank);
 }
 
 void ChunkedRing::broadcast(void* data, size_t bytes, int root) {

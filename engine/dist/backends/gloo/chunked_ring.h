@@ -12,8 +12,8 @@
 
 namespace engine::dist::gloo {
 
-// Large all_reduce and broadcast over the pairs of a Gloo context in
-// synchronous mode, in messages of at most kChunkBytes: all_reduce is the
+// Large all_reduce, all_gather and broadcast over the pairs of a Gloo context
+// in synchronous mode, in messages of at most kChunkBytes: all_reduce is the
 // ring's reduce-scatter then all-gather, broadcast a pipeline along the ring
 // from the root. Data is sent from and received into the caller's memory,
 // except the reduce-scatter's incoming chunk, which lands in a scratch buffer
@@ -41,6 +41,9 @@ class ChunkedRing {
   // `count` elements of `dtype` at `data`, reduced in place; every rank ends
   // with the same bits (each slice is reduced once, then copied).
   void all_reduce(void* data, int64_t count, c10::ScalarType dtype, ReduceOp op);
+  // Every rank's `bytes_per_rank` into `gathered`, in rank order; this
+  // rank's part must already be in place.
+  void all_gather(void* gathered, size_t bytes_per_rank);
   void broadcast(void* data, size_t bytes, int root);
 
  private:

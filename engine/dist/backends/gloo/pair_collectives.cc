@@ -22,6 +22,16 @@ bool is_plain(const at::Tensor& tensor) {
   return tensor.device().is_cpu() && tensor.layout() == at::kStrided && tensor.is_contiguous();
 }
 
+// Whether the outputs are one block in rank order (as all_gather_into_tensor's
+// are), which the ring can then fill directly.
+bool are_one_block(const std::vector<at::Tensor>& outputs, size_t bytes) {
+  const auto* first = static_cast<const uint8_t*>(outputs[0].data_ptr());
+  for (size_t rank = 0; rank < outputs.size(); ++rank) {
+    if (outputs[rank].data_ptr() != first + rank * bytes) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 // Gloo's ring all_gather of `bytes` per rank, bound to buffers of its own
@@ -85,7 +95,7 @@ PairCollectives::PairCollectives(const std::shared_ptr<::gloo::transport::Device
 // waiter: one thread hand-off fewer per message, which is most of a small
 // call's time. It is safe here because one thread (serve) runs every call on
 // these pairs, and a write cannot block for long: no message is larger than
-// a chunk (ChunkedRing::kChunkBytes; kMaxGatherBytes for the gather rings), Gloo
+// a chunk (ChunkedRing::kChunkBytes; kMaxGatherRingBytes for the gather rings), Gloo
 // sizes a pair's send buffer to the message, and every algorithm here keeps
 // at most one unread data message of a rank's on each connection. A peer
 // that goes silent still ends the call: the sockets' timeouts are the
@@ -115,15 +125,14 @@ bool PairCollectives::handles_broadcast(const at::Tensor& tensor) const {
 
 bool PairCollectives::handles(const std::vector<at::Tensor>& outputs,
                               const at::Tensor& input) const {
-  auto small = [](const at::Tensor& t) { return is_plain(t) && t.nbytes() <= kMaxGatherBytes; };
-  return small(input) && outputs.size() == static_cast<size_t>(context_->size) &&
+  return is_plain(input) && outputs.size() == static_cast<size_t>(context_->size) &&
          std::all_of(outputs.begin(), outputs.end(), [&](const at::Tensor& out) {
-           return small(out) && out.nbytes() == input.nbytes();
+           return is_plain(out) && out.nbytes() == input.nbytes();
          });
 }
 
 c10::intrusive_ptr<c10d::Work> PairCollectives::all_reduce(const at::Tensor& tensor, ReduceOp op) {
-  if (tensor.nbytes() > kMaxGatherBytes) {
+  if (tensor.nbytes() > kMaxGatherRingBytes) {
     return enqueue([this, tensor, op] {
       chunked_->all_reduce(tensor.data_ptr(), tensor.numel(), tensor.scalar_type(), op);
     });
@@ -139,7 +148,7 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::all_reduce(const at::Tensor& ten
 }
 
 c10::intrusive_ptr<c10d::Work> PairCollectives::broadcast(const at::Tensor& tensor, int root) {
-  if (tensor.nbytes() > kMaxGatherBytes) {
+  if (tensor.nbytes() > kMaxGatherRingBytes) {
     return enqueue(
         [this, tensor, root] { chunked_->broadcast(tensor.data_ptr(), tensor.nbytes(), root); });
   }
@@ -151,10 +160,23 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::broadcast(const at::Tensor& tens
 
 c10::intrusive_ptr<c10d::Work> PairCollectives::all_gather(const std::vector<at::Tensor>& outputs,
                                                            const at::Tensor& input) {
-  return gather(input, [outputs](const uint8_t* gathered, size_t bytes) {
+  auto copy_out = [outputs](const uint8_t* gathered, size_t bytes) {
     for (size_t rank = 0; rank < outputs.size(); ++rank) {
       std::memcpy(outputs[rank].data_ptr(), gathered + rank * bytes, bytes);
     }
+  };
+  if (input.nbytes() <= kMaxGatherRingBytes) return gather(input, copy_out);
+  return enqueue([this, outputs, input, copy_out] {
+    const size_t bytes = input.nbytes();
+    const bool in_place = are_one_block(outputs, bytes);
+    at::Tensor block = in_place
+                           ? at::Tensor()
+                           : at::empty({static_cast<int64_t>(bytes * outputs.size())}, at::kByte);
+    auto* gathered = static_cast<uint8_t*>(in_place ? outputs[0].data_ptr() : block.data_ptr());
+    uint8_t* mine = gathered + context_->rank * bytes;
+    if (mine != input.data_ptr()) std::memcpy(mine, input.data_ptr(), bytes);
+    chunked_->all_gather(gathered, bytes);
+    if (!in_place) copy_out(gathered, bytes);
   });
 }
 

@@ -30,8 +30,9 @@ namespace engine::dist::gloo {
 // Calls of up to 64 KiB are each Gloo's buffer-based ring all_gather
 // (gloo::AllgatherRing): all_reduce then reduces the gathered tensors in rank
 // order on every rank (so every rank ends with the same bits), broadcast
-// keeps the root's, all_gather copies them out. Larger all_reduce calls, and
-// broadcasts of up to 1 MiB, go through a ChunkedRing, in bounded messages.
+// keeps the root's, all_gather copies them out. Larger all_reduce and
+// all_gather calls, and broadcasts of up to 1 MiB, go through a ChunkedRing,
+// in bounded messages.
 //
 // Why: c10d's ProcessGroupGloo runs Gloo's newer algorithms, whose unbound
 // buffers handshake before the data moves, and whose device thread hands
@@ -49,10 +50,11 @@ namespace engine::dist::gloo {
 // exactly the messages its peers sent for it, in the order they were sent.
 class PairCollectives {
  public:
-  // Larger calls are faster elsewhere: all_gather in c10d's Gloo, and
-  // broadcast there too (one stream from the root, where c10d's reader thread
-  // measured 10-20% faster than the chunks from 4 MiB up).
-  static constexpr size_t kMaxGatherBytes = 64 * 1024;
+  // Up to this size a call is one gather ring; larger ones go in chunks.
+  static constexpr size_t kMaxGatherRingBytes = 64 * 1024;
+  // Larger broadcasts are faster in c10d's Gloo: one stream from the root,
+  // where c10d's reader thread measured 10-20% faster than the chunks from
+  // 4 MiB up.
   static constexpr size_t kMaxBroadcastBytes = 1024 * 1024;
 
   // Connects a full mesh of `size` ranks through `store` (a collective call).
@@ -63,8 +65,8 @@ class PairCollectives {
 
   // Whether the call can come this way: CPU tensors, contiguous; for
   // all_reduce, a reduction the engine's kernel does; for broadcast, at most
-  // kMaxBroadcastBytes; for all_gather, at most kMaxGatherBytes and one output
-  // a rank, each as large as the input.
+  // kMaxBroadcastBytes; for all_gather, one output a rank, each as large as
+  // the input.
   bool handles(const at::Tensor& tensor, ReduceOp op) const;
   bool handles_broadcast(const at::Tensor& tensor) const;
   bool handles(const std::vector<at::Tensor>& outputs, const at::Tensor& input) const;
