@@ -117,9 +117,9 @@ void ChunkedRing::broadcast(void* data, size_t bytes, int root) {
     out =
         context_->getPair(wrap_rank(rank + 1, ranks))->createSendBuffer(gather_slot_, data, bytes);
   }
-  for (size_t offset = 0; offset < bytes; offset += kChunkBytes) {
+  for (size_t offset = 0; offset < bytes; offset += kBroadcastChunkBytes) {
     if (in) in->waitRecv();
-    if (out) send_chunk(*out, offset, std::min(kChunkBytes, bytes - offset), offset);
+    if (out) send_chunk(*out, offset, std::min(kBroadcastChunkBytes, bytes - offset), offset);
   }
 }
 

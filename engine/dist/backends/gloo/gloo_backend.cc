@@ -243,8 +243,7 @@ WorkPtr GlooBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
 
 WorkPtr GlooBackend::broadcast(at::Tensor& tensor, int root) {
   if (tensor.numel() == 0) return nothing_to_move();
-  if (pairs_ && pairs_->handles_broadcast(tensor))
-    return wrap(pairs_->broadcast(tensor, root), "broadcast");
+  if (pairs_ && pairs_->handles(tensor)) return wrap(pairs_->broadcast(tensor, root), "broadcast");
   std::vector<at::Tensor> tensors = {as_flat(tensor)};
   c10d::BroadcastOptions options;
   options.rootRank = root;

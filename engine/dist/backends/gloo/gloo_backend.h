@@ -15,9 +15,8 @@ namespace engine::dist::gloo {
 // Registered as "gloo". Gloo runs each call on its own worker threads, so
 // every call returns at once with a Work.
 //
-// all_reduce and all_gather of contiguous CPU tensors, and broadcast of up
-// to 1 MiB, run on Gloo pairs of the adapter's own in synchronous mode,
-// sharing the device (PairCollectives): all_reduce reduces there with the
+// all_reduce, broadcast and all_gather of contiguous CPU tensors run on Gloo pairs of the adapter's
+// own in synchronous mode, sharing the device (PairCollectives): all_reduce reduces there with the
 // engine's kernel, so every dtype and op the simulator reduces works.
 //
 // Where the rest runs on c10d's Gloo (LibTorch 1.13), which lacks some of

@@ -94,12 +94,12 @@ PairCollectives::PairCollectives(const std::shared_ptr<::gloo::transport::Device
 // socket itself, instead of Gloo's device thread reading it and waking the
 // waiter: one thread hand-off fewer per message, which is most of a small
 // call's time. It is safe here because one thread (serve) runs every call on
-// these pairs, and a write cannot block for long: no message is larger than
-// a chunk (ChunkedRing::kChunkBytes; kMaxGatherRingBytes for the gather rings), Gloo
-// sizes a pair's send buffer to the message, and every algorithm here keeps
-// at most one unread data message of a rank's on each connection. A peer
-// that goes silent still ends the call: the sockets' timeouts are the
-// context's.
+// these pairs, and no write can wait on a peer that is itself waiting to
+// write: the gather rings and the chunked ring's all_reduce and all_gather
+// keep at most one unread message of a rank's on each connection, of at most
+// ChunkedRing::kChunkBytes, which the socket buffers hold (see ChunkedRing);
+// a broadcast's writes go along a chain, which has no cycle. A peer that goes
+// silent still ends the call: the sockets' timeouts are the context's.
 void PairCollectives::use_synchronous_pairs() {
   for (int peer = 0; peer < context_->size; ++peer) {
     if (peer != context_->rank) context_->getPair(peer)->setSync(/*sync=*/true, /*busyPoll=*/false);
@@ -119,9 +119,7 @@ bool PairCollectives::handles(const at::Tensor& tensor, ReduceOp op) const {
   return is_plain(tensor) && can_reduce(tensor.scalar_type(), op);
 }
 
-bool PairCollectives::handles_broadcast(const at::Tensor& tensor) const {
-  return is_plain(tensor) && tensor.nbytes() <= kMaxBroadcastBytes;
-}
+bool PairCollectives::handles(const at::Tensor& tensor) const { return is_plain(tensor); }
 
 bool PairCollectives::handles(const std::vector<at::Tensor>& outputs,
                               const at::Tensor& input) const {

@@ -30,15 +30,14 @@ namespace engine::dist::gloo {
 // Calls of up to 64 KiB are each Gloo's buffer-based ring all_gather
 // (gloo::AllgatherRing): all_reduce then reduces the gathered tensors in rank
 // order on every rank (so every rank ends with the same bits), broadcast
-// keeps the root's, all_gather copies them out. Larger all_reduce and
-// all_gather calls, and broadcasts of up to 1 MiB, go through a ChunkedRing,
-// in bounded messages.
+// keeps the root's, all_gather copies them out. Larger calls go through a
+// ChunkedRing, in bounded messages.
 //
 // Why: c10d's ProcessGroupGloo runs Gloo's newer algorithms, whose unbound
 // buffers handshake before the data moves, and whose device thread hands
 // every message to the waiting thread; on 2 ranks of a 2-core VM a 4 KiB
-// all_reduce takes ~260 us there and ~50 us here, and an 11.6 MB one ~10 ms
-// there and ~5 ms here.
+// all_reduce takes ~260 us there and ~50 us here, and a 16 MiB all_reduce,
+// all_gather and broadcast are 1.1-2x faster here.
 //
 // Gather rings are built per byte size and reused: a ring's constructor takes
 // Gloo slots, so every rank must build the same rings in the same order,
@@ -52,10 +51,6 @@ class PairCollectives {
  public:
   // Up to this size a call is one gather ring; larger ones go in chunks.
   static constexpr size_t kMaxGatherRingBytes = 64 * 1024;
-  // Larger broadcasts are faster in c10d's Gloo: one stream from the root,
-  // where c10d's reader thread measured 10-20% faster than the chunks from
-  // 4 MiB up.
-  static constexpr size_t kMaxBroadcastBytes = 1024 * 1024;
 
   // Connects a full mesh of `size` ranks through `store` (a collective call).
   PairCollectives(const std::shared_ptr<::gloo::transport::Device>& device,
@@ -64,11 +59,10 @@ class PairCollectives {
   ~PairCollectives();
 
   // Whether the call can come this way: CPU tensors, contiguous; for
-  // all_reduce, a reduction the engine's kernel does; for broadcast, at most
-  // kMaxBroadcastBytes; for all_gather, one output a rank, each as large as
-  // the input.
+  // all_reduce, a reduction the engine's kernel does; for all_gather, one
+  // output a rank, each as large as the input.
+  bool handles(const at::Tensor& tensor) const;
   bool handles(const at::Tensor& tensor, ReduceOp op) const;
-  bool handles_broadcast(const at::Tensor& tensor) const;
   bool handles(const std::vector<at::Tensor>& outputs, const at::Tensor& input) const;
 
   // Each queues the call; the work finishes once the tensors are written.
