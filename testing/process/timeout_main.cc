@@ -1,6 +1,6 @@
 // A call that some rank never makes ends in a Timeout on the waiting rank,
 // not a hang and not a peer failure, also when Gloo's own timeout (the
-// backend's, which c10d and the small-call ring both pass to Gloo) runs out
+// backend's, which the adapter's rings and c10d both pass to Gloo) runs out
 // before the wait does: the wait here is longer.
 //   timeout_main BACKEND BYTES    (2 ranks, under a launcher)
 // Rank 1 never makes the call; it exits only once rank 0 has timed out (a
