@@ -38,6 +38,20 @@ void in_chunks(Span out, Span in, Send send, Receive receive) {
   }
 }
 
+// Buffers over `data` for sending to the ring's next rank and receiving from
+// its previous one, at `slot`.
+std::unique_ptr<::gloo::transport::Buffer> to_next(::gloo::Context& context, int slot, void* data,
+                                                   size_t bytes) {
+  return context.getPair(wrap_rank(context.rank + 1, context.size))
+      ->createSendBuffer(slot, data, bytes);
+}
+
+std::unique_ptr<::gloo::transport::Buffer> from_previous(::gloo::Context& context, int slot,
+                                                         void* data, size_t bytes) {
+  return context.getPair(wrap_rank(context.rank - 1, context.size))
+      ->createRecvBuffer(slot, data, bytes);
+}
+
 void send_chunk(::gloo::transport::Buffer& out, size_t offset, size_t bytes, size_t remote) {
   out.send(offset, bytes, remote);
   out.waitSend();
@@ -48,10 +62,8 @@ void send_chunk(::gloo::transport::Buffer& out, size_t offset, size_t bytes, siz
 template <typename PartOf>
 void circulate(::gloo::Context& context, int slot, void* data, size_t bytes, PartOf part,
                int first) {
-  auto to_place = context.getPair(wrap_rank(context.rank + 1, context.size))
-                      ->createSendBuffer(slot, data, bytes);
-  auto into_place = context.getPair(wrap_rank(context.rank - 1, context.size))
-                        ->createRecvBuffer(slot, data, bytes);
+  auto to_place = to_next(context, slot, data, bytes);
+  auto into_place = from_previous(context, slot, data, bytes);
   for (int step = 0; step < context.size - 1; ++step) {
     in_chunks(
         part(first - step), part(first - step - 1),
@@ -74,10 +86,8 @@ void ChunkedRing::all_reduce(void* data, int64_t count, c10::ScalarType dtype, R
   const size_t item = c10::elementSize(dtype);
   const size_t bytes = static_cast<size_t>(count) * item;
   auto* base = static_cast<uint8_t*>(data);
-  auto to_scratch =
-      context_->getPair(wrap_rank(rank + 1, ranks))->createSendBuffer(reduce_slot_, data, bytes);
-  auto into_scratch = context_->getPair(wrap_rank(rank - 1, ranks))
-                          ->createRecvBuffer(reduce_slot_, scratch_.data(), scratch_.size());
+  auto to_scratch = to_next(*context_, reduce_slot_, data, bytes);
+  auto into_scratch = from_previous(*context_, reduce_slot_, scratch_.data(), scratch_.size());
   auto part = [&](int p) { return part_of(wrap_rank(p, ranks), ranks, count, item); };
 
   // Reduce-scatter: after step s, part (rank - s - 1) holds s + 2 ranks' sum;
@@ -105,18 +115,11 @@ void ChunkedRing::all_gather(void* gathered, size_t bytes_per_rank) {
 }
 
 void ChunkedRing::broadcast(void* data, size_t bytes, int root) {
-  const int ranks = context_->size;
-  const int rank = context_->rank;
-  const int position = wrap_rank(rank - root, ranks);
+  const int position = wrap_rank(context_->rank - root, context_->size);
   std::unique_ptr<::gloo::transport::Buffer> in;
   std::unique_ptr<::gloo::transport::Buffer> out;
-  if (position > 0) {
-    in = context_->getPair(wrap_rank(rank - 1, ranks))->createRecvBuffer(gather_slot_, data, bytes);
-  }
-  if (position < ranks - 1) {
-    out =
-        context_->getPair(wrap_rank(rank + 1, ranks))->createSendBuffer(gather_slot_, data, bytes);
-  }
+  if (position > 0) in = from_previous(*context_, gather_slot_, data, bytes);
+  if (position < context_->size - 1) out = to_next(*context_, gather_slot_, data, bytes);
   for (size_t offset = 0; offset < bytes; offset += kBroadcastChunkBytes) {
     if (in) in->waitRecv();
     if (out) send_chunk(*out, offset, std::min(kBroadcastChunkBytes, bytes - offset), offset);
