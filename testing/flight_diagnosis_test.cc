@@ -65,6 +65,34 @@ TEST(FlightRecorder, KeepsTheLastCallsOnDemand) {
   }
 }
 
+// Entries reuse the storage of the ones they push out: nothing of an earlier
+// call (its peer, root, op, shape) may show in a later one.
+TEST(FlightRecorder, AnEntryKeepsNothingOfTheOneItReplaced) {
+  setenv("DIST_ENGINE_FLIGHT_SIZE", "2", 1);
+  const auto records = harness::collect_ranks<dist::FlightRecord>(2, [](int rank) {
+    at::Tensor t = at::ones({4}, at::kFloat);
+    dist::all_reduce(t);
+    dist::broadcast(t, 1);
+    if (rank == 0) dist::send(t, 1);
+    if (rank == 1) dist::recv(t, 0);
+    dist::barrier();
+    return dist::flight_record();
+  });
+  unsetenv("DIST_ENGINE_FLIGHT_SIZE");
+  EXPECT_EQ(records[0].entries[0].describe(), "send #1 (group [0-1], peer 1, 16 B Float[4])");
+  EXPECT_EQ(records[1].entries[0].describe(), "recv #1 (group [0-1], peer 0, 16 B Float[4])");
+  for (const auto& record : records) {
+    const dist::FlightEntry& barrier = record.entries[1];
+    EXPECT_EQ(barrier.describe(), "barrier #3 (group [0-1])");
+    EXPECT_FALSE(barrier.point_to_point());
+    EXPECT_EQ(barrier.root, -1);
+    EXPECT_TRUE(barrier.op.empty());
+    EXPECT_TRUE(barrier.dtype.empty());
+    EXPECT_TRUE(barrier.shape.empty());
+    EXPECT_EQ(barrier.bytes, 0);
+  }
+}
+
 TEST(FlightRecorder, RecordsSubgroupsByTheirGlobalRanks) {
   const auto records = harness::collect_ranks<dist::FlightRecord>(4, [](int rank) {
     auto odd = dist::new_group({1, 3});

@@ -22,8 +22,10 @@ namespace engine::dist {
 //
 // Tensors: the dist layer hands over dense, contiguous tensors of one dtype
 // and device; lists hold size() tensors of one shape unless a method says
-// otherwise. The tensors stay alive and untouched by the caller until the
-// returned Work completed.
+// otherwise. The caller leaves the tensors untouched until the returned Work
+// completed, and the Work holds them (keeps them alive) until then, as
+// c10d's works do: the dist layer hands over the caller's own tensors
+// without holding them itself.
 //
 // In place: all_reduce and broadcast write `tensor` (broadcast only on
 // non-roots); reduce writes `tensor` on the root only and leaves the other
@@ -52,6 +54,12 @@ class Backend {
   virtual WorkPtr reduce(at::Tensor& tensor, int root, ReduceOp op) = 0;
   // outputs[r] receives rank r's input.
   virtual WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) = 0;
+  // all_gather into one tensor (c10d's _allgather_base): `output` is
+  // contiguous, of input's dtype, with size() * input.numel() elements, and
+  // its r-th block receives rank r's input. A backend that moves one buffer
+  // overrides it to skip the per-rank views; this default goes through
+  // all_gather on views of `output`.
+  virtual WorkPtr all_gather_into_tensor(at::Tensor& output, const at::Tensor& input);
   // Like all_gather, but only the root's `outputs` are written; elsewhere they
   // are ignored (may be empty).
   virtual WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) = 0;

@@ -77,6 +77,10 @@ class CheckedBackend : public Backend {
     check(3, input, -1, -1);
     return inner_->all_gather(outputs, input);
   }
+  WorkPtr all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) override {
+    check(3, input, -1, -1);
+    return inner_->all_gather_into_tensor(output, input);
+  }
   WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) override {
     check(4, input, -1, root);
     return inner_->gather(outputs, input, root);

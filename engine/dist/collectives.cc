@@ -87,12 +87,17 @@ std::vector<at::Tensor> contiguous_all(const std::vector<at::Tensor>& list) {
   return out;
 }
 
+// One buffer for `n` tensors like `like`, stacked along a new first dimension.
+at::Tensor empty_block(int n, const at::Tensor& like) {
+  std::vector<int64_t> sizes{n};
+  sizes.insert(sizes.end(), like.sizes().begin(), like.sizes().end());
+  return at::empty(sizes, like.options());
+}
+
 // Views of one buffer, end to end, so that a backend can receive them in one
 // piece (mpi does) instead of through a packed copy.
 std::vector<at::Tensor> empty_list(int n, const at::Tensor& like) {
-  std::vector<int64_t> sizes{n};
-  sizes.insert(sizes.end(), like.sizes().begin(), like.sizes().end());
-  return at::empty(sizes, like.options()).unbind(0);
+  return empty_block(n, like).unbind(0);
 }
 
 }  // namespace
@@ -102,6 +107,9 @@ WorkPtr all_reduce_async(at::Tensor& data, const std::string& op, const GroupPtr
   call.check_dense(data, "data");
   const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank);
   if (call.trivial()) return completed_work();
+  // The backend's Work holds the tensor: with nothing to do after it, no
+  // Work of our own (a call of a few microseconds notices the allocations).
+  if (data.is_contiguous() && !spec.mean) return call.backend().all_reduce(data, spec.op);
   auto staged = std::make_shared<Staged>(data);
   const int n = call.size();
   return then(call.backend().all_reduce(staged->work, spec.op), [staged, spec, n] {
@@ -119,8 +127,9 @@ WorkPtr all_gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& dat
     return completed_work();
   }
   const at::Tensor input = data.contiguous();
-  outputs = empty_list(call.size(), input);
-  return then(call.backend().all_gather(outputs, input), [input] {});
+  at::Tensor block = empty_block(call.size(), input);
+  outputs = block.unbind(0);
+  return then(call.backend().all_gather_into_tensor(block, input), [input, block] {});
 }
 
 WorkPtr all_gather_into_tensor_async(at::Tensor& output, const at::Tensor& data,
@@ -136,14 +145,12 @@ WorkPtr all_gather_into_tensor_async(at::Tensor& output, const at::Tensor& data,
                  describe(data) + " is needed (one data per rank of the group)");
   }
   const at::Tensor input = data.contiguous();
-  std::vector<int64_t> sizes{n};
-  sizes.insert(sizes.end(), input.sizes().begin(), input.sizes().end());
-  std::vector<at::Tensor> outputs = output.view(sizes).unbind(0);
   if (call.trivial()) {
-    outputs.front().copy_(input);
+    output.view(input.sizes()).copy_(input);
     return completed_work();
   }
-  return then(call.backend().all_gather(outputs, input), [input, outputs] {});
+  WorkPtr work = call.backend().all_gather_into_tensor(output, input);
+  return input.is_same(data) ? work : then(std::move(work), [input] {});
 }
 
 WorkPtr gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data, int dst,
@@ -166,6 +173,7 @@ WorkPtr broadcast_async(at::Tensor& data, int src, const GroupPtr& group) {
   call.check_dense(data, "data");
   const int root = call.root(src);
   if (call.trivial()) return completed_work();
+  if (data.is_contiguous()) return call.backend().broadcast(data, root);
   auto staged = std::make_shared<Staged>(data);
   return then(call.backend().broadcast(staged->work, root), [staged] { staged->write_back(); });
 }

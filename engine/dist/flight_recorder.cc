@@ -79,7 +79,10 @@ class RecordingBackend : public Backend {
       : inner_(std::move(inner)),
         recorder_(std::move(recorder)),
         global_ranks_(std::move(global_ranks)),
-        group_id_(std::move(group_id)) {}
+        group_id_(std::move(group_id)) {
+    next_.group = global_ranks_;
+    next_.group_id = group_id_;
+  }
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -101,6 +104,10 @@ class RecordingBackend : public Backend {
   WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) override {
     return track(collective("all_gather", input),
                  [&] { return inner_->all_gather(outputs, input); });
+  }
+  WorkPtr all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) override {
+    return track(collective("all_gather", input),
+                 [&] { return inner_->all_gather_into_tensor(output, input); });
   }
   WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) override {
     return track(collective("gather", input, root),
@@ -150,36 +157,41 @@ class RecordingBackend : public Backend {
     return group_rank >= 0 && group_rank < size() ? global_ranks_[group_rank] : -1;
   }
 
-  FlightEntry entry(const char* kind, const at::Tensor& like, uint64_t seq) const {
-    FlightEntry e;
+  // Fills next_ (whose group never changes) in place: assigning reuses its
+  // storage, so a call costs no allocation here.
+  const FlightEntry& entry(const char* kind, const at::Tensor& like, uint64_t seq) {
+    FlightEntry& e = next_;
     e.kind = kind;
     e.seq = seq;
-    e.group = global_ranks_;
-    e.group_id = group_id_;
+    e.dtype = like.defined() ? c10::toString(like.scalar_type()) : "";
     if (like.defined()) {
-      e.dtype = c10::toString(like.scalar_type());
-      e.shape = like.sizes().vec();
-      e.bytes = static_cast<int64_t>(like.nbytes());
+      e.shape.assign(like.sizes().begin(), like.sizes().end());
+    } else {
+      e.shape.clear();
     }
+    e.bytes = like.defined() ? static_cast<int64_t>(like.nbytes()) : 0;
+    e.root = -1;
+    e.peer = -1;
+    e.op.clear();
     return e;
   }
 
-  FlightEntry collective(const char* kind, const at::Tensor& like, int root = -1,
-                         std::optional<ReduceOp> op = std::nullopt) {
-    FlightEntry e = entry(kind, like, ++collective_seq_);
-    e.root = root < 0 ? -1 : global_rank(root);
-    if (op) e.op = reduce_op_name(*op);
-    return e;
+  const FlightEntry& collective(const char* kind, const at::Tensor& like, int root = -1,
+                                std::optional<ReduceOp> op = std::nullopt) {
+    entry(kind, like, ++collective_seq_);
+    next_.root = root < 0 ? -1 : global_rank(root);
+    if (op) next_.op = reduce_op_name(*op);
+    return next_;
   }
 
-  FlightEntry point_to_point(const char* kind, const at::Tensor& like, int peer) {
-    FlightEntry e = entry(kind, like, ++point_to_point_seq_);
-    e.peer = global_rank(peer);
-    return e;
+  const FlightEntry& point_to_point(const char* kind, const at::Tensor& like, int peer) {
+    entry(kind, like, ++point_to_point_seq_);
+    next_.peer = global_rank(peer);
+    return next_;
   }
 
-  WorkPtr track(FlightEntry e, const std::function<WorkPtr()>& start) {
-    const uint64_t id = recorder_->begin(std::move(e));
+  WorkPtr track(const FlightEntry& e, const std::function<WorkPtr()>& start) {
+    const uint64_t id = recorder_->begin(e);
     WorkPtr work;
     try {
       work = start();
@@ -197,6 +209,7 @@ class RecordingBackend : public Backend {
   uint64_t splits_ = 0;
   uint64_t collective_seq_ = 0;
   uint64_t point_to_point_seq_ = 0;
+  FlightEntry next_;  // the entry of the call being started
 };
 
 FlightRecorder& current_recorder() {
@@ -237,16 +250,15 @@ FlightRecorder::FlightRecorder(int rank, int world_size, std::string backend,
       backend_(std::move(backend)),
       options_(std::move(options)) {}
 
-uint64_t FlightRecorder::begin(FlightEntry entry) {
-  entry.start_us = now_us();
+uint64_t FlightRecorder::begin(const FlightEntry& entry) {
+  const int64_t start = now_us();
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = total_++;
   if (options_.capacity == 0) return id;
-  if (ring_.size() < options_.capacity) {
-    ring_.push_back(std::move(entry));
-  } else {
-    ring_[id % options_.capacity] = std::move(entry);
-  }
+  if (ring_.size() < options_.capacity) ring_.emplace_back();
+  FlightEntry& slot = ring_[id % options_.capacity];
+  slot = entry;
+  slot.start_us = start;
   return id;
 }
 

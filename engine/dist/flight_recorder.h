@@ -32,8 +32,10 @@ class FlightRecorder {
  public:
   FlightRecorder(int rank, int world_size, std::string backend, FlightRecorderOptions options);
 
-  // Stamps the start and keeps the entry; returns its id.
-  uint64_t begin(FlightEntry entry);
+  // Stamps the start and keeps a copy of the entry; returns its id. The copy
+  // goes into the storage of the entry it pushes out, so that a full ring
+  // records without allocating.
+  uint64_t begin(const FlightEntry& entry);
   // Stamps the end: completed when `error` is nullptr, else failed with its
   // message. A no-op when already ended or pushed out of the ring.
   void end(uint64_t id, std::exception_ptr error);

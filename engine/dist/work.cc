@@ -1,6 +1,5 @@
 #include "engine/dist/work.h"
 
-#include <mutex>
 #include <utility>
 
 namespace engine::dist {
@@ -28,13 +27,16 @@ class ThenWork : public Work {
 
   void wait(std::chrono::milliseconds timeout) override {
     inner_->wait(timeout);
-    std::call_once(finished_, [this] {
+    // Not std::call_once: its futex wake is a system call on every Work, and
+    // a Work is waited on from one thread at a time.
+    if (!finished_) {
+      finished_ = true;
       try {
         on_success_();
       } catch (...) {
         error_ = std::current_exception();
       }
-    });
+    }
     if (error_) std::rethrow_exception(error_);
   }
 
@@ -43,7 +45,7 @@ class ThenWork : public Work {
  private:
   WorkPtr inner_;
   std::function<void()> on_success_;
-  std::once_flag finished_;
+  bool finished_ = false;
   std::exception_ptr error_;
 };
 

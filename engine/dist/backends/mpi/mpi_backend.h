@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "engine/dist/backend.h"
+#include "engine/dist/backends/mpi/mpi_work.h"
 
 namespace engine::dist::mpi {
 
@@ -38,6 +39,7 @@ class MpiBackend : public Backend {
   WorkPtr broadcast(at::Tensor& tensor, int root) override;
   WorkPtr reduce(at::Tensor& tensor, int root, ReduceOp op) override;
   WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) override;
+  WorkPtr all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) override;
   WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) override;
   WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) override;
   WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
@@ -51,11 +53,10 @@ class MpiBackend : public Backend {
 
  private:
   int count_of(const at::Tensor& t) const;
-  WorkPtr started(MPI_Request request, const char* what, std::vector<at::Tensor> keep_alive,
+  WorkPtr started(MPI_Request request, const char* what, MpiWork::Tensors keep_alive,
                   std::function<void()> on_success = nullptr) const;
 
-  WorkPtr exchanged_all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input,
-                               at::Tensor buffer);
+  WorkPtr exchanged_all_gather(at::Tensor& output, const at::Tensor& input);
 
   MPI_Comm comm_;
   // all_gather's own point-to-point traffic, apart from the user's send/recv.

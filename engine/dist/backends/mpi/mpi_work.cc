@@ -7,9 +7,8 @@
 
 namespace engine::dist::mpi {
 
-MpiWork::MpiWork(std::vector<MPI_Request> requests, std::vector<at::Tensor> keep_alive,
-                 std::function<void()> on_success, const char* what, int rank,
-                 std::chrono::milliseconds default_timeout)
+MpiWork::MpiWork(Requests requests, Tensors keep_alive, std::function<void()> on_success,
+                 const char* what, int rank, std::chrono::milliseconds default_timeout)
     : requests_(std::move(requests)),
       keep_alive_(std::move(keep_alive)),
       on_success_(std::move(on_success)),
@@ -47,33 +46,40 @@ bool MpiWork::is_completed() {
 }
 
 void MpiWork::wait(std::chrono::milliseconds timeout) {
-  if (timeout == kNoTimeout) timeout = default_timeout_;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   // Open MPI progresses a nonblocking collective only inside MPI calls, so
   // waiting means testing, as MPI_Wait itself does: a few tests back to back
-  // (a small message is done within them, and a yield costs a system call),
-  // then test and yield the core (a peer on it gets it at once) while the
-  // wait is short; past 50 ms (a straggler, a missing rank) test every 100 us
-  // so that it costs no CPU.
+  // (a small message is done within them, and a yield or a clock read costs
+  // more than a test), then test and yield the core (a peer on it gets it at
+  // once) while the wait is short; past 50 ms (a straggler, a missing rank)
+  // test every 100 us so that it costs no CPU.
   constexpr int kTestsBeforeYielding = 16;
-  for (int i = 0; i < kTestsBeforeYielding && !is_completed(); ++i) {
+  for (int i = 0; i < kTestsBeforeYielding; ++i) {
+    if (is_completed()) {
+      rethrow_error();
+      return;
+    }
   }
+  if (timeout == kNoTimeout) timeout = default_timeout_;
   const auto start = std::chrono::steady_clock::now();
   while (!is_completed()) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited >= timeout) {
       throw Timeout(
           on_rank(rank_, std::string("mpi ") + what_ + " did not complete within " +
                              std::to_string(timeout.count()) +
                              " ms: some rank never made the matching call (or died). MPI "
                              "cannot cancel it, so end the job and look at the other ranks"));
     }
-    if (now - start < std::chrono::milliseconds(50)) {
+    if (waited < std::chrono::milliseconds(50)) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
+  rethrow_error();
+}
+
+void MpiWork::rethrow_error() const {
   if (error_) std::rethrow_exception(error_);
 }
 

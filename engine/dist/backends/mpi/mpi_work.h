@@ -1,6 +1,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 #include <mpi.h>
 
 #include <chrono>
@@ -20,9 +21,13 @@ namespace engine::dist::mpi {
 // after a timeout the communicator is unusable and the job should end.
 class MpiWork : public Work {
  public:
-  MpiWork(std::vector<MPI_Request> requests, std::vector<at::Tensor> keep_alive,
-          std::function<void()> on_success, const char* what, int rank,
-          std::chrono::milliseconds default_timeout);
+  // Inline room for what most calls have (one request; a tensor or two):
+  // a call of a few microseconds notices allocations.
+  using Requests = c10::SmallVector<MPI_Request, 2>;
+  using Tensors = c10::SmallVector<at::Tensor, 2>;
+
+  MpiWork(Requests requests, Tensors keep_alive, std::function<void()> on_success, const char* what,
+          int rank, std::chrono::milliseconds default_timeout);
 
   bool is_completed() override;
   void wait(std::chrono::milliseconds timeout) override;
@@ -31,9 +36,10 @@ class MpiWork : public Work {
  private:
   bool test();
   void finish();
+  void rethrow_error() const;
 
-  std::vector<MPI_Request> requests_;
-  std::vector<at::Tensor> keep_alive_;
+  Requests requests_;
+  Tensors keep_alive_;
   std::function<void()> on_success_;
   const char* what_;
   int rank_;
