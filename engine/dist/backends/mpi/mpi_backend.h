@@ -11,14 +11,17 @@
 namespace engine::dist::mpi {
 
 // The engine's Backend on Open MPI, used directly: every collective is MPI's
-// nonblocking one (MPI_Iallreduce, ...; all_gather see below), so every call
-// returns at once with a Work over its requests. Registered as "mpi"; creating the first one
-// initializes MPI (MPI_THREAD_MULTIPLE) and MPI is finalized at exit.
+// nonblocking one (MPI_Iallreduce, ...; all_gather and broadcast on 2 ranks
+// see below), so every call returns at once with a Work over its requests.
+// Registered as "mpi"; creating the first one initializes MPI
+// (MPI_THREAD_MULTIPLE) and MPI is finalized at exit.
 //
 // all_gather on up to 8 ranks is a direct exchange of point-to-point messages
 // (every rank's block goes from its input straight into every other rank's
 // output): libnbc's MPI_Iallgather schedule costs 2-3x the blocking
 // MPI_Allgather below 1 MiB (bench/RESULTS.md), the exchange costs the same.
+// Likewise a broadcast on 2 ranks is one MPI_Isend/MPI_Irecv. These messages
+// travel on a communicator of their own, apart from the user's send/recv.
 //
 // What it guarantees: results as MPI computes them (sums in MPI's order, so
 // floating sums may differ in the last bit from the simulator's rank order;
@@ -59,7 +62,7 @@ class MpiBackend : public Backend {
   WorkPtr exchanged_all_gather(at::Tensor& output, const at::Tensor& input);
 
   MPI_Comm comm_;
-  // all_gather's own point-to-point traffic, apart from the user's send/recv.
+  // all_gather's and broadcast's own point-to-point traffic.
   MPI_Comm exchange_comm_;
   int rank_ = 0;
   int size_ = 1;
