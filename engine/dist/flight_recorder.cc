@@ -159,33 +159,34 @@ class RecordingBackend : public Backend {
 
   // Fills next_ (whose group never changes) in place: assigning reuses its
   // storage, so a call costs no allocation here.
-  const FlightEntry& entry(const char* kind, const at::Tensor& like, uint64_t seq) {
+  void start_entry(const char* kind, const at::Tensor& like, uint64_t seq) {
     FlightEntry& e = next_;
     e.kind = kind;
     e.seq = seq;
-    e.dtype = like.defined() ? c10::toString(like.scalar_type()) : "";
     if (like.defined()) {
+      e.dtype = c10::toString(like.scalar_type());
       e.shape.assign(like.sizes().begin(), like.sizes().end());
+      e.bytes = static_cast<int64_t>(like.nbytes());
     } else {
+      e.dtype.clear();
       e.shape.clear();
+      e.bytes = 0;
     }
-    e.bytes = like.defined() ? static_cast<int64_t>(like.nbytes()) : 0;
     e.root = -1;
     e.peer = -1;
     e.op.clear();
-    return e;
   }
 
   const FlightEntry& collective(const char* kind, const at::Tensor& like, int root = -1,
                                 std::optional<ReduceOp> op = std::nullopt) {
-    entry(kind, like, ++collective_seq_);
+    start_entry(kind, like, ++collective_seq_);
     next_.root = root < 0 ? -1 : global_rank(root);
     if (op) next_.op = reduce_op_name(*op);
     return next_;
   }
 
   const FlightEntry& point_to_point(const char* kind, const at::Tensor& like, int peer) {
-    entry(kind, like, ++point_to_point_seq_);
+    start_entry(kind, like, ++point_to_point_seq_);
     next_.peer = global_rank(peer);
     return next_;
   }

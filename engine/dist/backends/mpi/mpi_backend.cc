@@ -191,8 +191,8 @@ WorkPtr MpiBackend::reduce(at::Tensor& tensor, int root, ReduceOp op) {
 WorkPtr MpiBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   at::Tensor buffer = receive_buffer(outputs, input.numel() * size_, input.options());
   WorkPtr work = all_gather_into_tensor(buffer, input);
-  if (is_span_of(buffer, outputs)) return work;
-  return then(std::move(work), [buffer, outputs]() mutable { unpack(buffer, outputs); });
+  std::function<void()> unpack_step = unpacking(buffer, outputs);
+  return unpack_step ? then(std::move(work), std::move(unpack_step)) : work;
 }
 
 WorkPtr MpiBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) {
