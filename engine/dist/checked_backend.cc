@@ -118,13 +118,10 @@ class CheckedBackend : public Backend {
     const Fingerprint mine = fingerprint(kind, ++seq_, like, op, root, ranks);
     const at::Tensor packed = at::tensor(at::ArrayRef<int64_t>(mine.data(), mine.size()), at::kLong)
                                   .to(inner_->comm_device());
-    std::vector<at::Tensor> all;
-    for (int r = 0; r < size(); ++r) all.push_back(at::empty_like(packed));
-    inner_->all_gather(all, packed)->wait();
-    for (auto& fingerprint_of_rank : all) fingerprint_of_rank = fingerprint_of_rank.cpu();
-    bool same = true;
-    for (const auto& other : all) same &= other.equal(all[0]);
-    if (same) return;
+    at::Tensor all = packed.new_empty({size(), packed.numel()});
+    inner_->all_gather_into_tensor(all, packed)->wait();
+    all = all.cpu();
+    if (all.eq(all[0]).all().item<bool>()) return;
     std::string message = "debug check: ranks called different collectives on this group:";
     for (int r = 0; r < size(); ++r) {
       Fingerprint f;

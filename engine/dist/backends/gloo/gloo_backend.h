@@ -42,6 +42,7 @@ class GlooBackend : public Backend {
   WorkPtr broadcast(at::Tensor& tensor, int root) override;
   WorkPtr reduce(at::Tensor& tensor, int root, ReduceOp op) override;
   WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) override;
+  WorkPtr all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) override;
   WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) override;
   WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) override;
   WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,

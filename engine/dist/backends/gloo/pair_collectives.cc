@@ -22,16 +22,6 @@ bool is_plain(const at::Tensor& tensor) {
   return tensor.device().is_cpu() && tensor.layout() == at::kStrided && tensor.is_contiguous();
 }
 
-// Whether the outputs are one block in rank order (as all_gather_into_tensor's
-// are), which the ring can then fill directly.
-bool are_one_block(const std::vector<at::Tensor>& outputs, size_t bytes) {
-  const auto* first = static_cast<const uint8_t*>(outputs[0].data_ptr());
-  for (size_t rank = 0; rank < outputs.size(); ++rank) {
-    if (outputs[rank].data_ptr() != first + rank * bytes) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 // Gloo's ring all_gather of `bytes` per rank, bound to buffers of its own
@@ -121,12 +111,9 @@ bool PairCollectives::handles(const at::Tensor& tensor, ReduceOp op) const {
 
 bool PairCollectives::handles(const at::Tensor& tensor) const { return is_plain(tensor); }
 
-bool PairCollectives::handles(const std::vector<at::Tensor>& outputs,
-                              const at::Tensor& input) const {
-  return is_plain(input) && outputs.size() == static_cast<size_t>(context_->size) &&
-         std::all_of(outputs.begin(), outputs.end(), [&](const at::Tensor& out) {
-           return is_plain(out) && out.nbytes() == input.nbytes();
-         });
+bool PairCollectives::handles(const at::Tensor& output, const at::Tensor& input) const {
+  return is_plain(input) && is_plain(output) &&
+         output.nbytes() == input.nbytes() * static_cast<size_t>(context_->size);
 }
 
 c10::intrusive_ptr<c10d::Work> PairCollectives::all_reduce(const at::Tensor& tensor, ReduceOp op) {
@@ -156,25 +143,19 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::broadcast(const at::Tensor& tens
   });
 }
 
-c10::intrusive_ptr<c10d::Work> PairCollectives::all_gather(const std::vector<at::Tensor>& outputs,
+c10::intrusive_ptr<c10d::Work> PairCollectives::all_gather(const at::Tensor& output,
                                                            const at::Tensor& input) {
-  auto copy_out = [outputs](const uint8_t* gathered, size_t bytes) {
-    for (size_t rank = 0; rank < outputs.size(); ++rank) {
-      std::memcpy(outputs[rank].data_ptr(), gathered + rank * bytes, bytes);
-    }
-  };
-  if (input.nbytes() <= kMaxGatherRingBytes) return gather(input, copy_out);
-  return enqueue([this, outputs, input, copy_out] {
+  if (input.nbytes() <= kMaxGatherRingBytes) {
+    return gather(input, [output](const uint8_t* gathered, size_t bytes) {
+      std::memcpy(output.data_ptr(), gathered, output.nbytes());
+    });
+  }
+  return enqueue([this, output, input] {
     const size_t bytes = input.nbytes();
-    const bool in_place = are_one_block(outputs, bytes);
-    at::Tensor block = in_place
-                           ? at::Tensor()
-                           : at::empty({static_cast<int64_t>(bytes * outputs.size())}, at::kByte);
-    auto* gathered = static_cast<uint8_t*>(in_place ? outputs[0].data_ptr() : block.data_ptr());
+    auto* gathered = static_cast<uint8_t*>(output.data_ptr());
     uint8_t* mine = gathered + context_->rank * bytes;
     if (mine != input.data_ptr()) std::memcpy(mine, input.data_ptr(), bytes);
     chunked_->all_gather(gathered, bytes);
-    if (!in_place) copy_out(gathered, bytes);
   });
 }
 

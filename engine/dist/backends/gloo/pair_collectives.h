@@ -59,17 +59,17 @@ class PairCollectives {
   ~PairCollectives();
 
   // Whether the call can come this way: CPU tensors, contiguous; for
-  // all_reduce, a reduction the engine's kernel does; for all_gather, one
-  // output a rank, each as large as the input.
+  // all_reduce, a reduction the engine's kernel does; for all_gather, an
+  // output that holds one input a rank.
   bool handles(const at::Tensor& tensor) const;
   bool handles(const at::Tensor& tensor, ReduceOp op) const;
-  bool handles(const std::vector<at::Tensor>& outputs, const at::Tensor& input) const;
+  bool handles(const at::Tensor& output, const at::Tensor& input) const;
 
   // Each queues the call; the work finishes once the tensors are written.
+  // all_gather fills `output` with the ranks' inputs in rank order.
   c10::intrusive_ptr<c10d::Work> all_reduce(const at::Tensor& tensor, ReduceOp op);
   c10::intrusive_ptr<c10d::Work> broadcast(const at::Tensor& tensor, int root);
-  c10::intrusive_ptr<c10d::Work> all_gather(const std::vector<at::Tensor>& outputs,
-                                            const at::Tensor& input);
+  c10::intrusive_ptr<c10d::Work> all_gather(const at::Tensor& output, const at::Tensor& input);
 
  private:
   class Ring;
