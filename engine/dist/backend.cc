@@ -8,7 +8,7 @@ WorkPtr Backend::all_gather_into_tensor(at::Tensor& output, const at::Tensor& in
   std::vector<int64_t> sizes{size()};
   sizes.insert(sizes.end(), input.sizes().begin(), input.sizes().end());
   std::vector<at::Tensor> blocks = output.view(sizes).unbind(0);
-  return then(all_gather(blocks, input), [blocks] {});
+  return all_gather(blocks, input);
 }
 
 }  // namespace engine::dist

@@ -129,7 +129,7 @@ WorkPtr all_gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& dat
   const at::Tensor input = data.contiguous();
   at::Tensor block = empty_block(call.size(), input);
   outputs = block.unbind(0);
-  return then(call.backend().all_gather_into_tensor(block, input), [input, block] {});
+  return call.backend().all_gather_into_tensor(block, input);
 }
 
 WorkPtr all_gather_into_tensor_async(at::Tensor& output, const at::Tensor& data,
@@ -149,8 +149,7 @@ WorkPtr all_gather_into_tensor_async(at::Tensor& output, const at::Tensor& data,
     output.view(input.sizes()).copy_(input);
     return completed_work();
   }
-  WorkPtr work = call.backend().all_gather_into_tensor(output, input);
-  return input.is_same(data) ? work : then(std::move(work), [input] {});
+  return call.backend().all_gather_into_tensor(output, input);
 }
 
 WorkPtr gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data, int dst,
@@ -165,7 +164,7 @@ WorkPtr gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data, i
   const at::Tensor input = data.contiguous();
   outputs =
       call.my_group_rank() == root ? empty_list(call.size(), input) : std::vector<at::Tensor>{};
-  return then(call.backend().gather(outputs, input, root), [input] {});
+  return call.backend().gather(outputs, input, root);
 }
 
 WorkPtr broadcast_async(at::Tensor& data, int src, const GroupPtr& group) {
@@ -264,7 +263,7 @@ WorkPtr send_async(const at::Tensor& data, int dst, int tag, const GroupPtr& gro
   const int peer = call.root(dst);
   if (peer == call.my_group_rank()) call.invalid("a rank cannot send to itself");
   const at::Tensor input = data.contiguous();
-  return then(call.backend().send(input, peer, tag), [input] {});
+  return call.backend().send(input, peer, tag);
 }
 
 WorkPtr recv_async(at::Tensor& data, int src, int tag, const GroupPtr& group) {

@@ -275,10 +275,11 @@ WorkPtr GlooBackend::reduce(at::Tensor& tensor, int root, ReduceOp op) {
 
 WorkPtr GlooBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   if (input.numel() == 0) return nothing_to_move();
-  at::Tensor block = at::empty({size_, input.numel()}, input.options());
-  if (pairs_ && holds_one_input_a_rank(outputs, input, size_) && pairs_->handles(block, input)) {
+  // A fresh block on input's device is plain exactly when the input is.
+  if (pairs_ && holds_one_input_a_rank(outputs, input, size_) && pairs_->handles(input)) {
     // all_gather_into_tensor's path, which the debug checker counts as the
     // same call: ranks making one and ranks making the other still meet.
+    at::Tensor block = at::empty({size_, input.numel()}, input.options());
     return wrap(pairs_->all_gather(block, input), "all_gather", [block, outputs]() mutable {
       for (size_t rank = 0; rank < outputs.size(); ++rank) {
         outputs[rank].copy_(block[rank].view(outputs[rank].sizes()));
