@@ -11,7 +11,6 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 #include "engine/dist/dist.h"
@@ -33,13 +32,6 @@ struct Args {
   int yields = sim::WorldOptions().yields_before_blocking;
   std::string json;
 };
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream stream(text);
-  for (std::string item; std::getline(stream, item, ',');) out.push_back(item);
-  return out;
-}
 
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr
@@ -65,7 +57,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--ranks")
       args.ranks = std::stoi(value);
     else if (flag == "--ops")
-      args.ops = split(value);
+      args.ops = bench::split_commas(value);
     else if (flag == "--json")
       args.json = value;
     else if (flag == "--yields")

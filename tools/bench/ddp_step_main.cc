@@ -14,7 +14,6 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +24,7 @@
 #include "engine/dist/dist.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
+#include "tools/bench/sweep.h"
 
 namespace {
 
@@ -103,11 +103,6 @@ class Mlp : public engine::model::BaseModel {
   torch::nn::Sequential layers_;
 };
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,7 +132,7 @@ int main(int argc, char** argv) {
       if (step >= args.warmup) times.push_back(took.count());
     }
     // The slowest rank's median is the job's step time.
-    at::Tensor step_ms = at::tensor({median(times)}, at::kDouble);
+    at::Tensor step_ms = at::tensor({bench::median(times)}, at::kDouble);
     dist::all_reduce(step_ms, "max");
     const double ms = step_ms.item<double>();
     const int ranks = dist::get_world_size();

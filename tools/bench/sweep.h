@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <sstream>
 #include <string>
+#include <vector>
 
 // The size sweep and timing rule shared by the benchmark and its peers, so
 // that both sides of a comparison measure the same thing.
@@ -15,6 +17,19 @@ inline int64_t parse_bytes(std::string text) {
   const int64_t scale = unit == 'K' ? 1 << 10 : unit == 'M' ? 1 << 20 : unit == 'G' ? 1 << 30 : 1;
   if (scale != 1) text.pop_back();
   return std::stoll(text) * scale;
+}
+
+// "all_reduce,broadcast" -> {"all_reduce", "broadcast"}.
+inline std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');) out.push_back(item);
+  return out;
+}
+
+inline double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
 }
 
 struct Sweep {
