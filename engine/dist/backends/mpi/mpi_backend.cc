@@ -93,11 +93,40 @@ void initialize_mpi() {
   });
 }
 
+// Open MPI's mpi_yield_when_idle (read through the MPI tool interface): true
+// when its progress loop yields the core in each idle round. False when this
+// MPI has no such variable.
+bool mpi_yields_when_idle() {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return false;
+  int index = 0;
+  int verbosity = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_T_enum values;
+  int bind = 0;
+  int scope = 0;
+  MPI_T_cvar_handle handle;
+  int count = 0;
+  bool as_bool = false;
+  int as_int = 0;
+  if (MPI_T_cvar_get_index("mpi_yield_when_idle", &index) == MPI_SUCCESS &&
+      MPI_T_cvar_get_info(index, nullptr, nullptr, &verbosity, &type, &values, nullptr, nullptr,
+                          &bind, &scope) == MPI_SUCCESS &&
+      (type == MPI_C_BOOL || type == MPI_INT) &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    MPI_T_cvar_read(handle, type == MPI_C_BOOL ? static_cast<void*>(&as_bool) : &as_int);
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return as_bool || as_int != 0;
+}
+
 std::shared_ptr<Backend> create(const BackendOptions& options) {
   initialize_mpi();
   MPI_Comm comm;
   check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup", options.rank);
-  auto backend = std::make_shared<MpiBackend>(comm, options.timeout);
+  const WaitPolicy policy{options.timeout, /*yield_between_tests=*/!mpi_yields_when_idle()};
+  auto backend = std::make_shared<MpiBackend>(comm, policy);
   if (backend->size() != options.world_size || backend->rank() != options.rank) {
     throw InvalidArgument(on_rank(
         backend->rank(), "the launch environment says rank " + std::to_string(options.rank) +
@@ -119,8 +148,8 @@ constexpr int kBroadcastTag = 1;
 
 }  // namespace
 
-MpiBackend::MpiBackend(MPI_Comm comm, std::chrono::milliseconds timeout)
-    : comm_(comm), timeout_(timeout) {
+MpiBackend::MpiBackend(MPI_Comm comm, WaitPolicy wait_policy)
+    : comm_(comm), wait_policy_(wait_policy) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -147,7 +176,7 @@ int MpiBackend::count_of(const at::Tensor& t) const {
 WorkPtr MpiBackend::started(MPI_Request request, const char* what, MpiWork::Tensors keep_alive,
                             std::function<void()> on_success) const {
   return std::make_shared<MpiWork>(MpiWork::Requests{request}, std::move(keep_alive),
-                                   std::move(on_success), what, rank_, timeout_);
+                                   std::move(on_success), what, rank_, wait_policy_);
 }
 
 WorkPtr MpiBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
@@ -227,7 +256,7 @@ WorkPtr MpiBackend::exchanged_all_gather(at::Tensor& output, const at::Tensor& i
     if (bytes > 0) std::memcpy(mine, from, bytes);
   };
   return std::make_shared<MpiWork>(std::move(requests), MpiWork::Tensors{input, output},
-                                   copy_own_block, "all_gather", rank_, timeout_);
+                                   copy_own_block, "all_gather", rank_, wait_policy_);
 }
 
 WorkPtr MpiBackend::gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
@@ -308,7 +337,7 @@ std::shared_ptr<Backend> MpiBackend::split(const std::vector<int>& ranks) {
                        member ? static_cast<int>(me - ranks.begin()) : 0, &comm),
         "new_group (MPI_Comm_split)", rank_);
   if (!member) return nullptr;
-  return std::make_shared<MpiBackend>(comm, timeout_);
+  return std::make_shared<MpiBackend>(comm, wait_policy_);
 }
 
 }  // namespace engine::dist::mpi

@@ -2,7 +2,6 @@
 
 #include <mpi.h>
 
-#include <chrono>
 #include <memory>
 
 #include "engine/dist/backend.h"
@@ -31,7 +30,7 @@ namespace engine::dist::mpi {
 class MpiBackend : public Backend {
  public:
   // Takes ownership of `comm`.
-  MpiBackend(MPI_Comm comm, std::chrono::milliseconds timeout);
+  MpiBackend(MPI_Comm comm, WaitPolicy wait_policy);
   ~MpiBackend() override;
 
   int rank() const override { return rank_; }
@@ -66,7 +65,7 @@ class MpiBackend : public Backend {
   MPI_Comm exchange_comm_;
   int rank_ = 0;
   int size_ = 1;
-  std::chrono::milliseconds timeout_;
+  WaitPolicy wait_policy_;
 };
 
 }  // namespace engine::dist::mpi

@@ -8,13 +8,13 @@
 namespace engine::dist::mpi {
 
 MpiWork::MpiWork(Requests requests, Tensors keep_alive, std::function<void()> on_success,
-                 const char* what, int rank, std::chrono::milliseconds default_timeout)
+                 const char* what, int rank, WaitPolicy policy)
     : requests_(std::move(requests)),
       keep_alive_(std::move(keep_alive)),
       on_success_(std::move(on_success)),
       what_(what),
       rank_(rank),
-      default_timeout_(default_timeout) {}
+      policy_(policy) {}
 
 bool MpiWork::test() {
   int done = 0;
@@ -49,9 +49,9 @@ void MpiWork::wait(std::chrono::milliseconds timeout) {
   // Open MPI progresses a nonblocking collective only inside MPI calls, so
   // waiting means testing, as MPI_Wait itself does: a few tests back to back
   // (a small message is done within them, and a yield or a clock read costs
-  // more than a test), then test and yield the core (a peer on it gets it at
-  // once) while the wait is short; past 50 ms (a straggler, a missing rank)
-  // test every 100 us so that it costs no CPU.
+  // more than a test), then test and yield the core once per round (a peer
+  // on it gets it at once) while the wait is short; past 50 ms (a straggler,
+  // a missing rank) test every 100 us so that it costs no CPU.
   constexpr int kTestsBeforeYielding = 16;
   for (int i = 0; i < kTestsBeforeYielding; ++i) {
     if (is_completed()) {
@@ -59,7 +59,7 @@ void MpiWork::wait(std::chrono::milliseconds timeout) {
       return;
     }
   }
-  if (timeout == kNoTimeout) timeout = default_timeout_;
+  if (timeout == kNoTimeout) timeout = policy_.default_timeout;
   const auto start = std::chrono::steady_clock::now();
   while (!is_completed()) {
     const auto waited = std::chrono::steady_clock::now() - start;
@@ -70,10 +70,10 @@ void MpiWork::wait(std::chrono::milliseconds timeout) {
                              " ms: some rank never made the matching call (or died). MPI "
                              "cannot cancel it, so end the job and look at the other ranks"));
     }
-    if (waited < std::chrono::milliseconds(50)) {
-      std::this_thread::yield();
-    } else {
+    if (waited >= std::chrono::milliseconds(50)) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
+    } else if (policy_.yield_between_tests) {
+      std::this_thread::yield();
     }
   }
   rethrow_error();

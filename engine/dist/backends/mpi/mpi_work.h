@@ -12,12 +12,21 @@
 
 namespace engine::dist::mpi {
 
+// How a backend's works wait.
+struct WaitPolicy {
+  std::chrono::milliseconds default_timeout;
+  // Whether the wait yields the core between tests itself: not when Open MPI
+  // already yields in each idle progress round (mpi_yield_when_idle, which
+  // it turns on for oversubscribed nodes), so that an idle round yields once.
+  bool yield_between_tests = true;
+};
+
 // One nonblocking MPI operation: its requests, the tensors that must live
 // until it completed, and what to do once it did (copy a packed buffer out).
 //
 // Open MPI makes progress only inside MPI calls, so is_completed() and wait()
 // test the requests. wait(timeout) gives up with Timeout after `timeout`
-// (kNoTimeout: the backend's default); MPI cannot cancel a collective, so
+// (kNoTimeout: the policy's default); MPI cannot cancel a collective, so
 // after a timeout the communicator is unusable and the job should end.
 class MpiWork : public Work {
  public:
@@ -27,7 +36,7 @@ class MpiWork : public Work {
   using Tensors = c10::SmallVector<at::Tensor, 2>;
 
   MpiWork(Requests requests, Tensors keep_alive, std::function<void()> on_success, const char* what,
-          int rank, std::chrono::milliseconds default_timeout);
+          int rank, WaitPolicy policy);
 
   bool is_completed() override;
   void wait(std::chrono::milliseconds timeout) override;
@@ -43,7 +52,7 @@ class MpiWork : public Work {
   std::function<void()> on_success_;
   const char* what_;
   int rank_;
-  std::chrono::milliseconds default_timeout_;
+  WaitPolicy policy_;
   bool finished_ = false;
   std::exception_ptr error_;
 };
