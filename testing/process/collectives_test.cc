@@ -129,6 +129,27 @@ TEST(Process, ReduceScatterGivesRankKTheReferenceOfChunkK) {
   }
 }
 
+// Blocks of 1 MiB and more take other paths than the grid's small shapes
+// (mpi: libnbc's MPI_Iallgather; gloo: the chunked ring, several messages).
+TEST(Process, AllGatherOfLargeBlocksDeliversExactBytes) {
+  const int me = dist::get_rank();
+  const int n = dist::get_world_size();
+  TensorCase c;
+  c.world_size = n;
+  c.shape = {300001};  // float: 1.2 MB a rank
+  c.data_seed = 7;
+  const auto inputs = all_inputs(c);
+  const at::Tensor mine = cases::laid_out(inputs[me], /*contiguous=*/true);
+  const auto gathered = dist::all_gather(mine);
+  at::Tensor block = at::empty({n * c.shape[0]}, mine.options());
+  dist::all_gather_into_tensor(block, mine);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(cases::bit_equal(gathered[r], inputs[r])) << "all_gather, rank " << r;
+    EXPECT_TRUE(cases::bit_equal(block.narrow(0, r * c.shape[0], c.shape[0]), inputs[r]))
+        << "all_gather_into_tensor, rank " << r;
+  }
+}
+
 TEST(Process, DataMovementDeliversExactBytes) {
   const int me = dist::get_rank();
   const int n = dist::get_world_size();

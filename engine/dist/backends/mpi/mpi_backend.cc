@@ -139,7 +139,10 @@ std::shared_ptr<Backend> create(const BackendOptions& options) {
 
 const BackendRegistration registration("mpi", create);
 
+// all_gather as a direct exchange (see mpi_backend.h): on up to this many
+// ranks, for blocks below this size.
 constexpr int kMaxRanksForExchange = 8;
+constexpr size_t kMaxBlockBytesForExchange = size_t{1} << 20;
 
 // Tags of the backend's own messages on exchange_comm_: a broadcast on one
 // rank never matches an all_gather on another (a mismatch times out).
@@ -225,7 +228,9 @@ WorkPtr MpiBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tenso
 }
 
 WorkPtr MpiBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) {
-  if (size_ <= kMaxRanksForExchange) return exchanged_all_gather(output, input);
+  if (size_ <= kMaxRanksForExchange && input.nbytes() < kMaxBlockBytesForExchange) {
+    return exchanged_all_gather(output, input);
+  }
   const auto type = datatype_of(input.scalar_type(), rank_);
   MPI_Request request;
   check(MPI_Iallgather(data(input), count_of(input), type, data(output), count_of(input), type,
