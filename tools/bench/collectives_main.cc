@@ -9,13 +9,13 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "engine/dist/dist.h"
 #include "sim/world.h"
 #include "tools/bench/descriptor.h"
+#include "tools/bench/flags.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/sweep.h"
 
@@ -34,24 +34,18 @@ struct Args {
 };
 
 [[noreturn]] void usage(const std::string& problem) {
-  std::cerr
-      << "collectives: " << problem << "\n"
-      << "usage: collectives [--backend sim|mpi|gloo] [--ranks N (sim)] [--ops "
-         "all_reduce,...|all]\n"
-      << "                   [--min-bytes 4K]\n"
-      << "                   [--max-bytes 64M] [--factor 4] [--iters 50] [--warmup 5] [--json "
-         "FILE]\n"
-      << "                   [--yields N: sim ranks yield up to N times before blocking]\n";
-  std::exit(2);
+  bench::exit_with_usage(
+      "collectives", problem,
+      "usage: collectives [--backend sim|mpi|gloo] [--ranks N (sim)] [--ops all_reduce,...|all]\n"
+      "                   [--min-bytes 4K] [--max-bytes 64M] [--factor 4] [--iters 50]\n"
+      "                   [--warmup 5] [--json FILE]\n"
+      "                   [--yields N: sim ranks yield up to N times before blocking]\n");
 }
 
 Args parse(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + flag);
-    const std::string value = argv[++i];
-    if (args.sweep.parse_flag(flag, value)) continue;
+  bench::for_each_flag(argc, argv, usage, [&](const std::string& flag, const std::string& value) {
+    if (args.sweep.parse_flag(flag, value)) return;
     if (flag == "--backend")
       args.backend = value;
     else if (flag == "--ranks")
@@ -64,7 +58,7 @@ Args parse(int argc, char** argv) {
       args.yields = std::stoi(value);
     else
       usage("unknown flag " + flag);
-  }
+  });
   if (args.ranks < 1 || !args.sweep.valid()) usage("bad value");
   return args;
 }

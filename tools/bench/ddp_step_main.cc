@@ -16,7 +16,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -24,6 +23,7 @@
 #include "engine/dist/dist.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
+#include "tools/bench/flags.h"
 #include "tools/bench/sweep.h"
 
 namespace {
@@ -38,19 +38,16 @@ struct Args {
 };
 
 [[noreturn]] void usage(const std::string& problem) {
-  std::cerr << "ddp_step: " << problem << "\n"
-            << "usage: ddp_step [--backend gloo|mpi] [--model small|large] [--batch N]\n"
-            << "                [--steps N] [--warmup N] [--gradient-as-bucket-view 0|1]\n"
-            << "                (under engine-launch or mpirun)\n";
-  std::exit(2);
+  bench::exit_with_usage(
+      "ddp_step", problem,
+      "usage: ddp_step [--backend gloo|mpi] [--model small|large] [--batch N]\n"
+      "                [--steps N] [--warmup N] [--gradient-as-bucket-view 0|1]\n"
+      "                (under engine-launch or mpirun)\n");
 }
 
 Args parse(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + flag);
-    const std::string value = argv[++i];
+  bench::for_each_flag(argc, argv, usage, [&](const std::string& flag, const std::string& value) {
     if (flag == "--backend") {
       args.backend = value;
     } else if (flag == "--model") {
@@ -66,7 +63,7 @@ Args parse(int argc, char** argv) {
     } else {
       usage("unknown flag " + flag);
     }
-  }
+  });
   if (args.model != "small" && args.model != "large") usage("--model is small or large");
   return args;
 }

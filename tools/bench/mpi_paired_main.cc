@@ -14,12 +14,12 @@
 
 #include <cstdio>
 #include <functional>
-#include <iostream>
 #include <string>
 #include <vector>
 
 #include "engine/dist/dist.h"
 #include "tools/bench/descriptor.h"
+#include "tools/bench/flags.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/sweep.h"
 
@@ -34,27 +34,24 @@ struct Args {
 };
 
 [[noreturn]] void usage(const std::string& problem) {
-  std::cerr << "mpi_paired: " << problem << "\n"
-            << "usage: mpirun -np N mpi_paired [--ops all_reduce,broadcast,all_gather]\n"
-            << "                  [--min-bytes 4K] [--max-bytes 64M] [--factor 4] [--iters 50]\n"
-            << "                  [--warmup 5] [--rounds 21]\n";
-  std::exit(2);
+  bench::exit_with_usage(
+      "mpi_paired", problem,
+      "usage: mpirun -np N mpi_paired [--ops all_reduce,broadcast,all_gather]\n"
+      "                  [--min-bytes 4K] [--max-bytes 64M] [--factor 4] [--iters 50]\n"
+      "                  [--warmup 5] [--rounds 21]\n");
 }
 
 Args parse(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + flag);
-    const std::string value = argv[++i];
-    if (args.sweep.parse_flag(flag, value)) continue;
+  bench::for_each_flag(argc, argv, usage, [&](const std::string& flag, const std::string& value) {
+    if (args.sweep.parse_flag(flag, value)) return;
     if (flag == "--ops")
       args.ops = bench::split_commas(value);
     else if (flag == "--rounds")
       args.rounds = std::stoi(value);
     else
       usage("unknown flag " + flag);
-  }
+  });
   if (args.rounds < 1 || !args.sweep.valid()) usage("bad value");
   return args;
 }

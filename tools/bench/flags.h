@@ -1,0 +1,28 @@
+#pragma once
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+// Command lines of the benchmark tools: "--flag value" pairs.
+namespace bench {
+
+// Prints "<tool>: <problem>" and the tool's usage text to stderr; exits 2.
+[[noreturn]] inline void exit_with_usage(const char* tool, const std::string& problem,
+                                         const char* usage) {
+  std::cerr << tool << ": " << problem << "\n" << usage;
+  std::exit(2);
+}
+
+// Calls on_flag(flag, value) for each pair of argv; a last flag without a
+// value goes to usage("missing value after <flag>"), which does not return.
+template <typename Usage, typename OnFlag>
+void for_each_flag(int argc, char** argv, Usage usage, OnFlag on_flag) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) usage("missing value after " + flag);
+    on_flag(flag, std::string(argv[++i]));
+  }
+}
+
+}  // namespace bench
