@@ -66,9 +66,9 @@ TEST(FlightRecorder, KeepsTheLastCallsOnDemand) {
 }
 
 // Entries reuse the storage of the ones they push out: nothing of an earlier
-// call (its peer, root, op, shape) may show in a later one.
+// call (its peer, root, op, shape, end) may show in a later one.
 TEST(FlightRecorder, AnEntryKeepsNothingOfTheOneItReplaced) {
-  setenv("DIST_ENGINE_FLIGHT_SIZE", "2", 1);
+  setenv("DIST_ENGINE_FLIGHT_SIZE", "3", 1);
   const auto records = harness::collect_ranks<dist::FlightRecord>(2, [](int rank) {
     at::Tensor t = at::ones({4}, at::kFloat);
     dist::all_reduce(t);
@@ -76,7 +76,11 @@ TEST(FlightRecorder, AnEntryKeepsNothingOfTheOneItReplaced) {
     if (rank == 0) dist::send(t, 1);
     if (rank == 1) dist::recv(t, 0);
     dist::barrier();
-    return dist::flight_record();
+    // Not yet waited for, in the slot of the completed all_reduce.
+    dist::WorkPtr pending = dist::all_reduce_async(t);
+    dist::FlightRecord record = dist::flight_record();
+    pending->wait();
+    return record;
   });
   unsetenv("DIST_ENGINE_FLIGHT_SIZE");
   EXPECT_EQ(records[0].entries[0].describe(), "send #1 (group [0-1], peer 1, 16 B Float[4])");
@@ -90,6 +94,11 @@ TEST(FlightRecorder, AnEntryKeepsNothingOfTheOneItReplaced) {
     EXPECT_TRUE(barrier.dtype.empty());
     EXPECT_TRUE(barrier.shape.empty());
     EXPECT_EQ(barrier.bytes, 0);
+    const dist::FlightEntry& pending = record.entries[2];
+    EXPECT_EQ(pending.describe(), "all_reduce #4 (group [0-1], 16 B Float[4], sum)");
+    EXPECT_EQ(pending.state, dist::FlightEntry::State::kStarted);
+    EXPECT_EQ(pending.end_us, 0);
+    EXPECT_TRUE(pending.error.empty());
   }
 }
 

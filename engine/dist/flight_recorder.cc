@@ -24,6 +24,31 @@ int64_t now_us() {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+// Every field of `e`, so that nothing of the entry it replaces remains.
+void write_entry(FlightEntry& e, const FlightCall& call, int64_t start_us) {
+  e.kind = call.kind;
+  e.seq = call.seq;
+  e.group = *call.group;
+  e.group_id = *call.group_id;
+  const at::Tensor& like = *call.like;
+  if (like.defined()) {
+    e.dtype = c10::toString(like.scalar_type());
+    e.shape.assign(like.sizes().begin(), like.sizes().end());
+    e.bytes = static_cast<int64_t>(like.nbytes());
+  } else {
+    e.dtype.clear();
+    e.shape.clear();
+    e.bytes = 0;
+  }
+  e.root = call.root;
+  e.peer = call.peer;
+  e.op = call.op;
+  e.start_us = start_us;
+  e.end_us = 0;
+  e.state = FlightEntry::State::kStarted;
+  e.error.clear();
+}
+
 // Stamps the end of call `id`; a failure other than InvalidArgument (the
 // caller's mistake, reported at once) also dumps the record, named by the
 // error's type ("Timeout", ...).
@@ -79,10 +104,7 @@ class RecordingBackend : public Backend {
       : inner_(std::move(inner)),
         recorder_(std::move(recorder)),
         global_ranks_(std::move(global_ranks)),
-        group_id_(std::move(group_id)) {
-    next_.group = global_ranks_;
-    next_.group_id = group_id_;
-  }
+        group_id_(std::move(group_id)) {}
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -157,42 +179,27 @@ class RecordingBackend : public Backend {
     return group_rank >= 0 && group_rank < size() ? global_ranks_[group_rank] : -1;
   }
 
-  // Fills next_ (whose group never changes) in place: assigning reuses its
-  // storage, so a call costs no allocation here.
-  void start_entry(const char* kind, const at::Tensor& like, uint64_t seq) {
-    FlightEntry& e = next_;
-    e.kind = kind;
-    e.seq = seq;
-    if (like.defined()) {
-      e.dtype = c10::toString(like.scalar_type());
-      e.shape.assign(like.sizes().begin(), like.sizes().end());
-      e.bytes = static_cast<int64_t>(like.nbytes());
-    } else {
-      e.dtype.clear();
-      e.shape.clear();
-      e.bytes = 0;
-    }
-    e.root = -1;
-    e.peer = -1;
-    e.op.clear();
+  FlightCall call(const char* kind, const at::Tensor& like, uint64_t seq) const {
+    return FlightCall{kind, seq, &global_ranks_, &group_id_, &like};
   }
 
-  const FlightEntry& collective(const char* kind, const at::Tensor& like, int root = -1,
-                                std::optional<ReduceOp> op = std::nullopt) {
-    start_entry(kind, like, ++collective_seq_);
-    next_.root = root < 0 ? -1 : global_rank(root);
-    if (op) next_.op = reduce_op_name(*op);
-    return next_;
+  FlightCall collective(const char* kind, const at::Tensor& like, int root = -1,
+                        std::optional<ReduceOp> op = std::nullopt) {
+    FlightCall c = call(kind, like, ++collective_seq_);
+    c.root = root < 0 ? -1 : global_rank(root);
+    if (op) c.op = reduce_op_name(*op);
+    return c;
   }
 
-  const FlightEntry& point_to_point(const char* kind, const at::Tensor& like, int peer) {
-    start_entry(kind, like, ++point_to_point_seq_);
-    next_.peer = global_rank(peer);
-    return next_;
+  FlightCall point_to_point(const char* kind, const at::Tensor& like, int peer) {
+    FlightCall c = call(kind, like, ++point_to_point_seq_);
+    c.peer = global_rank(peer);
+    return c;
   }
 
-  WorkPtr track(const FlightEntry& e, const std::function<WorkPtr()>& start) {
-    const uint64_t id = recorder_->begin(e);
+  template <typename Start>
+  WorkPtr track(const FlightCall& call, Start start) {
+    const uint64_t id = recorder_->begin(call);
     WorkPtr work;
     try {
       work = start();
@@ -210,7 +217,6 @@ class RecordingBackend : public Backend {
   uint64_t splits_ = 0;
   uint64_t collective_seq_ = 0;
   uint64_t point_to_point_seq_ = 0;
-  FlightEntry next_;  // the entry of the call being started
 };
 
 FlightRecorder& current_recorder() {
@@ -251,15 +257,13 @@ FlightRecorder::FlightRecorder(int rank, int world_size, std::string backend,
       backend_(std::move(backend)),
       options_(std::move(options)) {}
 
-uint64_t FlightRecorder::begin(const FlightEntry& entry) {
+uint64_t FlightRecorder::begin(const FlightCall& call) {
   const int64_t start = now_us();
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = total_++;
   if (options_.capacity == 0) return id;
   if (ring_.size() < options_.capacity) ring_.emplace_back();
-  FlightEntry& slot = ring_[id % options_.capacity];
-  slot = entry;
-  slot.start_us = start;
+  write_entry(ring_[id % options_.capacity], call, start);
   return id;
 }
 

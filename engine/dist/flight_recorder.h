@@ -27,15 +27,29 @@ struct FlightRecorderOptions {
 // Reads the variables above; InvalidArgument names a malformed one.
 FlightRecorderOptions flight_recorder_options_from_env();
 
+// A call as the recording backend sees it start (the FlightEntry fields it
+// knows), pointing at what the backend keeps anyway.
+struct FlightCall {
+  const char* kind;
+  uint64_t seq;
+  const std::vector<int>* group;
+  const std::string* group_id;
+  // The call's tensor (undefined when it moves none); read by begin() only.
+  const at::Tensor* like;
+  int root = -1;
+  int peer = -1;
+  const char* op = "";
+};
+
 // One rank's ring of entries. Thread-safe.
 class FlightRecorder {
  public:
   FlightRecorder(int rank, int world_size, std::string backend, FlightRecorderOptions options);
 
-  // Stamps the start and keeps a copy of the entry; returns its id. The copy
-  // goes into the storage of the entry it pushes out, so that a full ring
-  // records without allocating.
-  uint64_t begin(const FlightEntry& entry);
+  // Stamps the start and writes the call's entry; returns its id. The entry
+  // is written over the one it pushes out, reusing its storage, so that a
+  // full ring records without allocating.
+  uint64_t begin(const FlightCall& call);
   // Stamps the end: completed when `error` is nullptr, else failed with its
   // message. A no-op when already ended or pushed out of the ring.
   void end(uint64_t id, std::exception_ptr error);
