@@ -12,6 +12,7 @@
 #include <ATen/Parallel.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -81,12 +82,23 @@ std::function<void(bench::Buffers&)> plain_mpi(const std::string& op) {
   usage("--ops takes all_reduce, broadcast and all_gather, not " + op);
 }
 
-const bench::Descriptor& descriptor_of(const std::vector<bench::Descriptor>& all,
-                                       const std::string& op) {
-  for (const auto& d : all) {
-    if (d.name == op) return d;
+// One collective of --ops, through the engine and as plain MPI.
+struct Compared {
+  bench::Descriptor ours;
+  std::function<void(bench::Buffers&)> mpi;
+};
+
+// Every --ops collective, checked before any of them runs.
+std::vector<Compared> compared(const std::vector<std::string>& ops) {
+  const std::vector<bench::Descriptor> all = bench::all_descriptors();
+  std::vector<Compared> out;
+  for (const auto& op : ops) {
+    const auto d =
+        std::find_if(all.begin(), all.end(), [&](const auto& d) { return d.name == op; });
+    if (d == all.end()) usage("unknown collective " + op);
+    out.push_back({*d, plain_mpi(op)});
   }
-  usage("unknown collective " + op);
+  return out;
 }
 
 // The slowest rank's time per call of `iters` calls, in us.
@@ -115,8 +127,9 @@ struct Pair {
   long long wrong;
 };
 
-Pair measure(const bench::Descriptor& d, const Args& args, int64_t bytes, int rank, int n) {
-  const auto mpi = plain_mpi(d.name);
+Pair measure(const Compared& c, const Args& args, int64_t bytes, int rank, int n) {
+  const bench::Descriptor& d = c.ours;
+  const auto& mpi = c.mpi;
   bench::Buffers buffers = d.make(rank, n, bytes);
   for (int i = 0; i < args.sweep.warmup; ++i) {
     d.run(buffers);
@@ -138,6 +151,7 @@ Pair measure(const bench::Descriptor& d, const Args& args, int64_t bytes, int ra
 
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
+  const std::vector<Compared> collectives = compared(args.ops);
   at::set_num_threads(1);
   dist::init_dist("mpi", "mpi");
   const int rank = dist::get_rank();
@@ -149,16 +163,14 @@ int main(int argc, char** argv) {
     std::printf("#%15s %12s %10s %10s %7s %9s %7s\n", "collective", "size(B)", "ours(us)",
                 "mpi(us)", "ratio", "diff(us)", "#wrong");
   }
-  const std::vector<bench::Descriptor> all = bench::all_descriptors();
   long long total_wrong = 0;
-  for (const auto& op : args.ops) {
-    const bench::Descriptor& d = descriptor_of(all, op);
+  for (const auto& c : collectives) {
     for (int64_t bytes = args.sweep.min_bytes; bytes <= args.sweep.max_bytes;
          bytes *= args.sweep.factor) {
-      const Pair p = measure(d, args, bytes, rank, n);
+      const Pair p = measure(c, args, bytes, rank, n);
       total_wrong += p.wrong;
       if (rank != 0) continue;
-      std::printf(" %15s %12lld %10.2f %10.2f %7.3f %9.2f %7lld\n", op.c_str(),
+      std::printf(" %15s %12lld %10.2f %10.2f %7.3f %9.2f %7lld\n", c.ours.name.c_str(),
                   static_cast<long long>(bytes), p.ours_us, p.mpi_us, p.ours_us / p.mpi_us,
                   p.ours_us - p.mpi_us, p.wrong);
       std::fflush(stdout);
