@@ -25,6 +25,20 @@ TEST(ParseReduceOp, UnknownNameListsTheKnownOnesAndTheRank) {
   }
 }
 
+TEST(ParseReduceOp, MatchesWholeNamesOnly) {
+  const std::string with_nul("min\0", 4);
+  for (const std::string& near_miss :
+       {std::string("su"), std::string("sums"), std::string(), std::string("max "), with_nul}) {
+    EXPECT_THROW(parse_reduce_op(near_miss, c10::kFloat, 0), InvalidArgument) << near_miss;
+  }
+}
+
+TEST(ReduceOpName, NamesEveryOpAsItParses) {
+  for (const char* name : {"sum", "product", "min", "max", "band", "bor", "bxor"}) {
+    EXPECT_STREQ(reduce_op_name(parse_reduce_op(name, c10::kInt, 0).op), name);
+  }
+}
+
 TEST(ParseReduceOp, RejectsBitwiseOnFloatsAndMeanOnBool) {
   EXPECT_THROW(parse_reduce_op("band", c10::kBFloat16, 0), InvalidArgument);
   EXPECT_THROW(parse_reduce_op("mean", c10::kBool, 0), InvalidArgument);

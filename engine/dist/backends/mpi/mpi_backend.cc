@@ -11,6 +11,7 @@
 #include "engine/dist/backends/mpi/mpi_types.h"
 #include "engine/dist/backends/mpi/mpi_work.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/reduce_kernel.h"
 
 namespace engine::dist::mpi {
 namespace {
@@ -148,6 +149,34 @@ constexpr size_t kMaxBlockBytesForExchange = size_t{1} << 20;
 // rank never matches an all_gather on another (a mismatch times out).
 constexpr int kAllGatherTag = 0;
 constexpr int kBroadcastTag = 1;
+constexpr int kAllReduceTag = 2;
+
+// all_reduce as an exchange (see mpi_backend.h): every rank sends its whole
+// tensor to each peer in one round, where libnbc's ring sends parts in
+// several. The one round wins while a rank receives at most 64 KiB, except
+// where the ring's parts are eager messages on Open MPI's shared memory
+// (4 KiB, header included) and the exchange's whole tensor is not.
+bool exchanges_all_reduce(int ranks, size_t bytes) {
+  if (ranks > kMaxRanksForExchange) return false;
+  constexpr size_t kEagerBytes = size_t{4} << 10;
+  constexpr size_t kMaxReceivedBytes = size_t{64} << 10;
+  return (bytes < kEagerBytes || bytes >= 2 * kEagerBytes) &&
+         (ranks - 1) * bytes <= kMaxReceivedBytes;
+}
+
+// Every rank's result is block 0 (op) block 1 (op) ... in rank order, so
+// that all ranks compute the same bits, in the simulator's order. `slots`
+// holds the peers' blocks (rank r's at r); `mine` is this rank's block and
+// receives the result. Rank 0 accumulates in place; the others in slot 0.
+void reduce_in_rank_order(char* mine, char* slots, int64_t count, c10::ScalarType dtype,
+                          ReduceOp op, int rank, int size) {
+  const int64_t bytes = count * static_cast<int64_t>(c10::elementSize(dtype));
+  char* accumulator = rank == 0 ? mine : slots;
+  for (int r = 1; r < size; ++r) {
+    reduce_into(accumulator, r == rank ? mine : slots + r * bytes, count, dtype, op);
+  }
+  if (accumulator != mine && bytes > 0) std::memcpy(mine, accumulator, bytes);
+}
 
 }  // namespace
 
@@ -183,6 +212,9 @@ WorkPtr MpiBackend::started(MPI_Request request, const char* what, MpiWork::Tens
 }
 
 WorkPtr MpiBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
+  if (can_reduce(tensor.scalar_type(), op) && exchanges_all_reduce(size_, tensor.nbytes())) {
+    return exchanged_all_reduce(tensor, op);
+  }
   const auto type = datatype_of(tensor.scalar_type(), rank_);
   const auto mpi_op = op_of(tensor.scalar_type(), op, rank_);
   MPI_Request request;
@@ -239,21 +271,37 @@ WorkPtr MpiBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor&
   return started(request, "all_gather", {input, output});
 }
 
-WorkPtr MpiBackend::exchanged_all_gather(at::Tensor& output, const at::Tensor& input) {
-  const auto type = datatype_of(input.scalar_type(), rank_);
-  const int count = count_of(input);
-  const auto bytes = static_cast<int64_t>(input.nbytes());
-  auto* slots = static_cast<char*>(data(output));
+MpiWork::Requests MpiBackend::exchange(const at::Tensor& block, char* slots, int tag,
+                                       const char* what) const {
+  const auto type = datatype_of(block.scalar_type(), rank_);
+  const int count = count_of(block);
+  const auto bytes = static_cast<int64_t>(block.nbytes());
   MpiWork::Requests requests(2 * (size_ - 1));
   auto request = requests.begin();
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    check(MPI_Irecv(slots + peer * bytes, count, type, peer, kAllGatherTag, exchange_comm_,
-                    &*request++),
-          "all_gather", rank_);
-    check(MPI_Isend(data(input), count, type, peer, kAllGatherTag, exchange_comm_, &*request++),
-          "all_gather", rank_);
+    check(MPI_Irecv(slots + peer * bytes, count, type, peer, tag, exchange_comm_, &*request++),
+          what, rank_);
+    check(MPI_Isend(data(block), count, type, peer, tag, exchange_comm_, &*request++), what, rank_);
   }
+  return requests;
+}
+
+WorkPtr MpiBackend::exchanged_all_reduce(at::Tensor& tensor, ReduceOp op) {
+  at::Tensor blocks = at::empty({size_, tensor.numel()}, tensor.options());
+  auto* slots = static_cast<char*>(data(blocks));
+  MpiWork::Requests requests = exchange(tensor, slots, kAllReduceTag, "all_reduce");
+  auto reduce = [mine = static_cast<char*>(data(tensor)), slots, count = tensor.numel(),
+                 dtype = tensor.scalar_type(), op, rank = rank_,
+                 size = size_] { reduce_in_rank_order(mine, slots, count, dtype, op, rank, size); };
+  return std::make_shared<MpiWork>(std::move(requests), MpiWork::Tensors{tensor, blocks}, reduce,
+                                   "all_reduce", rank_, wait_policy_);
+}
+
+WorkPtr MpiBackend::exchanged_all_gather(at::Tensor& output, const at::Tensor& input) {
+  const auto bytes = static_cast<int64_t>(input.nbytes());
+  auto* slots = static_cast<char*>(data(output));
+  MpiWork::Requests requests = exchange(input, slots, kAllGatherTag, "all_gather");
   // This rank's own block is copied once the messages are through: copied
   // before, it delays the answers to the peers' rendezvous (about 4% at
   // 256 KiB on 2 ranks, bench/RESULTS.md).

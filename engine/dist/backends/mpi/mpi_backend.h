@@ -21,14 +21,20 @@ namespace engine::dist::mpi {
 // the blocking MPI_Allgather there (bench/RESULTS.md), the exchange costs the
 // same. From 1 MiB blocks libnbc's is the faster of the two (4-7% at 16 MiB
 // on 2 ranks).
-// Likewise a broadcast on 2 ranks is one MPI_Isend/MPI_Irecv. These messages
+// Likewise a broadcast on 2 ranks is one MPI_Isend/MPI_Irecv, and a small
+// all_reduce on up to 8 ranks (a rank receives at most 64 KiB) is an
+// exchange of whole tensors that every rank then reduces itself, in rank
+// order: one round of messages where libnbc's ring takes several (0.8-0.9x
+// its time from 8 to 32 KiB on 2 ranks, bench/RESULTS.md). These messages
 // travel on a communicator of their own, apart from the user's send/recv.
 //
 // What it guarantees: results as MPI computes them (sums in MPI's order, so
 // floating sums may differ in the last bit from the simulator's rank order;
-// integer and exactly representable results are identical); a missing rank
-// surfaces as a Timeout from Work::wait after the backend's timeout, after
-// which the job must end (MPI cannot cancel a started collective).
+// integer and exactly representable results are identical), except the
+// exchanged all_reduce, which reduces in the simulator's rank order; a
+// missing rank surfaces as a Timeout from Work::wait after the backend's
+// timeout, after which the job must end (MPI cannot cancel a started
+// collective).
 class MpiBackend : public Backend {
  public:
   // Takes ownership of `comm`.
@@ -60,7 +66,11 @@ class MpiBackend : public Backend {
   WorkPtr started(MPI_Request request, const char* what, MpiWork::Tensors keep_alive,
                   std::function<void()> on_success = nullptr) const;
 
+  // Sends `block` to every peer and receives each peer's block at
+  // slots + peer * block's bytes, on exchange_comm_ with `tag`.
+  MpiWork::Requests exchange(const at::Tensor& block, char* slots, int tag, const char* what) const;
   WorkPtr exchanged_all_gather(at::Tensor& output, const at::Tensor& input);
+  WorkPtr exchanged_all_reduce(at::Tensor& tensor, ReduceOp op);
 
   MPI_Comm comm_;
   // all_gather's and broadcast's own point-to-point traffic.
