@@ -23,31 +23,6 @@ int64_t now_us() {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-// Every field of `e`, so that nothing of the entry it replaces remains.
-void write_entry(FlightEntry& e, const FlightCall& call, int64_t start_us) {
-  e.kind = call.kind;
-  e.seq = call.seq;
-  e.group = *call.group;
-  e.group_id = *call.group_id;
-  const at::Tensor& like = *call.like;
-  if (like.defined()) {
-    e.dtype = c10::toString(like.scalar_type());
-    e.shape.assign(like.sizes().begin(), like.sizes().end());
-    e.bytes = static_cast<int64_t>(like.nbytes());
-  } else {
-    e.dtype.clear();
-    e.shape.clear();
-    e.bytes = 0;
-  }
-  e.root = call.root;
-  e.peer = call.peer;
-  e.op = call.op;
-  e.start_us = start_us;
-  e.end_us = 0;
-  e.state = FlightEntry::State::kStarted;
-  e.error.clear();
-}
-
 // Stamps the end of call `id`; a failure other than InvalidArgument (the
 // caller's mistake, reported at once) also dumps the record, named by the
 // error's type ("Timeout", ...).
@@ -103,7 +78,8 @@ class RecordingBackend : public Backend {
       : inner_(std::move(inner)),
         recorder_(std::move(recorder)),
         global_ranks_(std::move(global_ranks)),
-        group_id_(std::move(group_id)) {}
+        group_id_(std::move(group_id)),
+        group_(recorder_->add_group(global_ranks_, group_id_)) {}
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -179,7 +155,7 @@ class RecordingBackend : public Backend {
   }
 
   FlightCall call(const char* kind, const at::Tensor& like, uint64_t seq) const {
-    return FlightCall{kind, seq, &global_ranks_, &group_id_, &like};
+    return FlightCall{kind, seq, group_, &like};
   }
 
   FlightCall collective(const char* kind, const at::Tensor& like, int root = -1,
@@ -213,6 +189,7 @@ class RecordingBackend : public Backend {
   std::shared_ptr<FlightRecorder> recorder_;
   std::vector<int> global_ranks_;
   std::string group_id_;
+  uint32_t group_;
   uint64_t splits_ = 0;
   uint64_t collective_seq_ = 0;
   uint64_t point_to_point_seq_ = 0;
@@ -256,17 +233,60 @@ FlightRecorder::FlightRecorder(int rank, int world_size, std::string backend,
       backend_(std::move(backend)),
       options_(std::move(options)) {}
 
+uint32_t FlightRecorder::add_group(std::vector<int> global_ranks, std::string id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  groups_.push_back(Group{std::move(global_ranks), std::move(id)});
+  return static_cast<uint32_t>(groups_.size() - 1);
+}
+
+void FlightRecorder::Slot::write(const FlightCall& call, int64_t start) {
+  kind = call.kind;
+  seq = call.seq;
+  group = call.group;
+  const at::Tensor& like = *call.like;
+  dtype = like.defined() ? like.scalar_type() : c10::ScalarType::Undefined;
+  shape.clear();
+  if (like.defined()) shape.append(like.sizes().begin(), like.sizes().end());
+  bytes = like.defined() ? static_cast<int64_t>(like.nbytes()) : 0;
+  root = call.root;
+  peer = call.peer;
+  op = call.op;
+  start_us = start;
+  end_us = 0;
+  state = FlightEntry::State::kStarted;
+  error.clear();
+}
+
+FlightEntry FlightRecorder::Slot::entry(const Group& g) const {
+  FlightEntry e;
+  e.kind = kind;
+  e.seq = seq;
+  e.group = g.global_ranks;
+  e.group_id = g.id;
+  if (dtype != c10::ScalarType::Undefined) e.dtype = c10::toString(dtype);
+  e.shape.assign(shape.begin(), shape.end());
+  e.bytes = bytes;
+  e.root = root;
+  e.peer = peer;
+  e.op = op;
+  e.start_us = start_us;
+  e.end_us = end_us;
+  e.state = state;
+  e.error = error;
+  return e;
+}
+
 uint64_t FlightRecorder::begin(const FlightCall& call) {
   const int64_t start = now_us();
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = total_++;
   if (options_.capacity == 0) return id;
   if (ring_.size() < options_.capacity) ring_.emplace_back();
-  write_entry(ring_[id % options_.capacity], call, start);
+  ring_[id % options_.capacity].write(call, start);
   return id;
 }
 
-FlightEntry* FlightRecorder::find(uint64_t id) {
+FlightRecorder::Slot* FlightRecorder::find(uint64_t id) {
   if (options_.capacity == 0 || id + options_.capacity < total_) return nullptr;
   return &ring_[id % options_.capacity];
 }
@@ -284,11 +304,11 @@ void FlightRecorder::end(uint64_t id, std::exception_ptr error) {
   }
   const int64_t end = now_us();
   std::lock_guard<std::mutex> lock(mutex_);
-  FlightEntry* entry = find(id);
-  if (!entry || entry->state != FlightEntry::State::kStarted) return;
-  entry->end_us = end;
-  entry->state = error ? FlightEntry::State::kFailed : FlightEntry::State::kCompleted;
-  entry->error = std::move(message);
+  Slot* slot = find(id);
+  if (!slot || slot->state != FlightEntry::State::kStarted) return;
+  slot->end_us = end;
+  slot->state = error ? FlightEntry::State::kFailed : FlightEntry::State::kCompleted;
+  slot->error = std::move(message);
 }
 
 FlightRecord FlightRecorder::snapshot(const std::string& reason) const {
@@ -297,7 +317,8 @@ FlightRecord FlightRecorder::snapshot(const std::string& reason) const {
   record.total = total_;
   const uint64_t kept = ring_.size();
   for (uint64_t id = total_ - kept; id < total_; ++id) {
-    record.entries.push_back(ring_[id % options_.capacity]);
+    const Slot& slot = ring_[id % options_.capacity];
+    record.entries.push_back(slot.entry(groups_[slot.group]));
   }
   return record;
 }

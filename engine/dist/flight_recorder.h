@@ -1,5 +1,9 @@
 #pragma once
 
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/SmallVector.h>
+
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -30,15 +34,14 @@ FlightRecorderOptions flight_recorder_options_from_env();
 // A call as the recording backend sees it start (the FlightEntry fields it
 // knows), pointing at what the backend keeps anyway.
 struct FlightCall {
-  const char* kind;
+  const char* kind;  // a literal: the ring keeps the pointer
   uint64_t seq;
-  const std::vector<int>* group;
-  const std::string* group_id;
+  uint32_t group;  // FlightRecorder::add_group's index
   // The call's tensor (undefined when it moves none); read by begin() only.
   const at::Tensor* like;
   int root = -1;
   int peer = -1;
-  const char* op = "";
+  const char* op = "";  // a literal, like kind
 };
 
 // One rank's ring of entries. Thread-safe.
@@ -46,9 +49,13 @@ class FlightRecorder {
  public:
   FlightRecorder(int rank, int world_size, std::string backend, FlightRecorderOptions options);
 
-  // Stamps the start and writes the call's entry; returns its id. The entry
-  // is written over the one it pushes out, reusing its storage, so that a
-  // full ring records without allocating.
+  // Registers a group (its global ranks and its id, see FlightEntry) for
+  // FlightCall::group.
+  uint32_t add_group(std::vector<int> global_ranks, std::string id);
+  // Stamps the start and writes the call's entry; returns its id. The ring
+  // keeps calls in fixed-size slots (literals by pointer, the group by
+  // index) written over the one they push out, so that recording allocates
+  // nothing: a call of a few microseconds notices it.
   uint64_t begin(const FlightCall& call);
   // Stamps the end: completed when `error` is nullptr, else failed with its
   // message. A no-op when already ended or pushed out of the ring.
@@ -66,14 +73,40 @@ class FlightRecorder {
   const FlightRecorderOptions& options() const { return options_; }
 
  private:
-  FlightEntry* find(uint64_t id);
+  struct Group {
+    std::vector<int> global_ranks;
+    std::string id;
+  };
+  // A FlightEntry as the ring keeps it.
+  struct Slot {
+    const char* kind = "";
+    uint64_t seq = 0;
+    uint32_t group = 0;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    c10::SmallVector<int64_t, 6> shape;
+    int64_t bytes = 0;
+    int root = -1;
+    int peer = -1;
+    const char* op = "";
+    int64_t start_us = 0;
+    int64_t end_us = 0;
+    FlightEntry::State state = FlightEntry::State::kStarted;
+    std::string error;
+
+    // Every field, so that nothing of the call it replaces remains.
+    void write(const FlightCall& call, int64_t start);
+    FlightEntry entry(const Group& group) const;
+  };
+
+  Slot* find(uint64_t id);
 
   const int rank_;
   const int world_size_;
   const std::string backend_;
   const FlightRecorderOptions options_;
   mutable std::mutex mutex_;
-  std::vector<FlightEntry> ring_;  // entry id sits at id % capacity
+  std::vector<Group> groups_;
+  std::vector<Slot> ring_;  // entry id sits at id % capacity
   uint64_t total_ = 0;
 };
 
