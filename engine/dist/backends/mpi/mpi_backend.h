@@ -24,7 +24,7 @@ namespace engine::dist::mpi {
 // Likewise a broadcast on 2 ranks is one MPI_Isend/MPI_Irecv, and a small
 // all_reduce on up to 8 ranks (a rank receives at most 64 KiB) is an
 // exchange of whole tensors that every rank then reduces itself, in rank
-// order: one round of messages where libnbc's ring takes several (0.8-0.9x
+// order: one round of messages where libnbc's ring takes several (0.7-0.9x
 // its time from 8 to 32 KiB on 2 ranks, bench/RESULTS.md). These messages
 // travel on a communicator of their own, apart from the user's send/recv.
 //
