@@ -244,10 +244,14 @@ void FlightRecorder::Slot::write(const FlightCall& call, int64_t start) {
   seq = call.seq;
   group = call.group;
   const at::Tensor& like = *call.like;
-  dtype = like.defined() ? like.scalar_type() : c10::ScalarType::Undefined;
+  dtype = c10::ScalarType::Undefined;
   shape.clear();
-  if (like.defined()) shape.append(like.sizes().begin(), like.sizes().end());
-  bytes = like.defined() ? static_cast<int64_t>(like.nbytes()) : 0;
+  bytes = 0;
+  if (like.defined()) {
+    dtype = like.scalar_type();
+    shape.append(like.sizes().begin(), like.sizes().end());
+    bytes = static_cast<int64_t>(like.nbytes());
+  }
   root = call.root;
   peer = call.peer;
   op = call.op;
