@@ -73,7 +73,8 @@ class MpiBackend : public Backend {
   WorkPtr exchanged_all_reduce(at::Tensor& tensor, ReduceOp op);
 
   MPI_Comm comm_;
-  // all_gather's and broadcast's own point-to-point traffic.
+  // The backend's own point-to-point traffic: the exchanges (all_gather,
+  // all_reduce) and the 2-rank broadcast.
   MPI_Comm exchange_comm_;
   int rank_ = 0;
   int size_ = 1;
