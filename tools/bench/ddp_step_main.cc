@@ -35,6 +35,7 @@ struct Args {
   int steps = 30;
   int warmup = 5;
   bool gradient_as_bucket_view = false;
+  double bucket_cap_mb = 25;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -42,6 +43,7 @@ struct Args {
       "ddp_step", problem,
       "usage: ddp_step [--backend gloo|mpi] [--model small|large] [--batch N]\n"
       "                [--steps N] [--warmup N] [--gradient-as-bucket-view 0|1]\n"
+      "                [--bucket-cap-mb 25]\n"
       "                (under engine-launch or mpirun)\n");
 }
 
@@ -60,6 +62,8 @@ Args parse(int argc, char** argv) {
       args.warmup = std::stoi(value);
     } else if (flag == "--gradient-as-bucket-view") {
       args.gradient_as_bucket_view = value == "1";
+    } else if (flag == "--bucket-cap-mb") {
+      args.bucket_cap_mb = std::stod(value);
     } else {
       usage("unknown flag " + flag);
     }
@@ -112,6 +116,7 @@ int main(int argc, char** argv) {
     auto model = std::make_shared<Mlp>(shape);
     engine::model::DDPOptions options;
     options.gradient_as_bucket_view = args.gradient_as_bucket_view;
+    options.bucket_cap_mb = args.bucket_cap_mb;
     engine::model::MMDistributedDataParallel ddp(model, options);
     engine::optim::OptimWrapper optim(
         std::make_shared<torch::optim::SGD>(ddp.parameters(), torch::optim::SGDOptions(0.01)));

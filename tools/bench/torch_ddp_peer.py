@@ -33,13 +33,15 @@ def main():
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--gradient-as-bucket-view", type=int, default=0, choices=(0, 1))
+    parser.add_argument("--bucket-cap-mb", type=float, default=25)
     args = parser.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group(args.backend)
     width, hidden_layers = SHAPES[args.model]
     view = bool(args.gradient_as_bucket_view)
     model = nn.parallel.DistributedDataParallel(mlp(width, hidden_layers),
-                                                gradient_as_bucket_view=view)
+                                                gradient_as_bucket_view=view,
+                                                bucket_cap_mb=args.bucket_cap_mb)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     parameters = sum(p.numel() for p in model.parameters())
     inputs = torch.randn(args.batch, width)
