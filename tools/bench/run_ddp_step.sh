@@ -5,11 +5,11 @@
 # (engine-launch: Debian's torchrun 1.13 fails on Python 3.11).
 #   bash tools/bench/run_ddp_step.sh [ranks...]      (default: 1 2 4)
 # VIEW=1 runs every side with gradient_as_bucket_view (default: off, as in
-# PyTorch and mmengine).
+# PyTorch and mmengine); CAP=N with bucket_cap_mb N (default 25, theirs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ranks_list=("$@")
-view=(--gradient-as-bucket-view "${VIEW:-0}")
+view=(--gradient-as-bucket-view "${VIEW:-0}" --bucket-cap-mb "${CAP:-25}")
 [ ${#ranks_list[@]} -gt 0 ] || ranks_list=(1 2 4)
 bazel build //tools/bench:ddp_step //tools/launch:engine-launch
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
