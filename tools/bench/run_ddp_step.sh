@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ranks_list=("$@")
-view=(--gradient-as-bucket-view "${VIEW:-0}" --bucket-cap-mb "${CAP:-25}")
+ddp_options=(--gradient-as-bucket-view "${VIEW:-0}" --bucket-cap-mb "${CAP:-25}")
 [ ${#ranks_list[@]} -gt 0 ] || ranks_list=(1 2 4)
 bazel build //tools/bench:ddp_step //tools/launch:engine-launch
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
@@ -18,9 +18,9 @@ launch() { bazel-bin/tools/launch/engine-launch --nproc-per-node "$1" "${@:2}" |
 echo "# $(date -u +%F) nproc=$(nproc --all) cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
 for model in small large; do
   for ranks in "${ranks_list[@]}"; do
-    launch "$ranks" bazel-bin/tools/bench/ddp_step --backend gloo --model "$model" "${view[@]}"
+    launch "$ranks" bazel-bin/tools/bench/ddp_step --backend gloo --model "$model" "${ddp_options[@]}"
     mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ranks" \
-      bazel-bin/tools/bench/ddp_step --backend mpi --model "$model" "${view[@]}"
-    launch "$ranks" /usr/bin/python3 tools/bench/torch_ddp_peer.py --model "$model" "${view[@]}"
+      bazel-bin/tools/bench/ddp_step --backend mpi --model "$model" "${ddp_options[@]}"
+    launch "$ranks" /usr/bin/python3 tools/bench/torch_ddp_peer.py --model "$model" "${ddp_options[@]}"
   done
 done
