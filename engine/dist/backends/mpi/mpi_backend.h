@@ -19,8 +19,10 @@ namespace engine::dist::mpi {
 // of point-to-point messages (every rank's block goes from its input straight
 // into every other rank's output): libnbc's MPI_Iallgather schedule costs 2-3x
 // the blocking MPI_Allgather there (bench/RESULTS.md), the exchange costs the
-// same. From 1 MiB blocks libnbc's is the faster of the two (4-7% at 16 MiB
-// on 2 ranks).
+// same. From 1 MiB blocks libnbc's is the faster of the two (5-10% at 16 MiB
+// on 2 ranks), except in the jobs where it runs 1.3-1.6x slower throughout,
+// which plain MPI programs see too (eleventh figures): the exchange has no
+// such jobs but is the slower one in the others.
 // Likewise a broadcast on 2 ranks is one MPI_Isend/MPI_Irecv, and a small
 // all_reduce on up to 8 ranks (a rank receives at most 64 KiB) is an
 // exchange of whole tensors that every rank then reduces itself, in rank
