@@ -34,8 +34,8 @@ struct Args {
   int64_t batch = 64;
   int steps = 30;
   int warmup = 5;
-  bool gradient_as_bucket_view = false;
-  double bucket_cap_mb = 25;
+  // The wrapper's own defaults unless a flag says otherwise.
+  engine::model::DDPOptions ddp;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -61,9 +61,9 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--warmup") {
       args.warmup = std::stoi(value);
     } else if (flag == "--gradient-as-bucket-view") {
-      args.gradient_as_bucket_view = value == "1";
+      args.ddp.gradient_as_bucket_view = value == "1";
     } else if (flag == "--bucket-cap-mb") {
-      args.bucket_cap_mb = std::stod(value);
+      args.ddp.bucket_cap_mb = std::stod(value);
     } else {
       usage("unknown flag " + flag);
     }
@@ -114,10 +114,7 @@ int main(int argc, char** argv) {
     dist::init_dist(args.backend == "mpi" ? "mpi" : "pytorch", args.backend);
     const Shape shape = shape_of(args.model);
     auto model = std::make_shared<Mlp>(shape);
-    engine::model::DDPOptions options;
-    options.gradient_as_bucket_view = args.gradient_as_bucket_view;
-    options.bucket_cap_mb = args.bucket_cap_mb;
-    engine::model::MMDistributedDataParallel ddp(model, options);
+    engine::model::MMDistributedDataParallel ddp(model, args.ddp);
     engine::optim::OptimWrapper optim(
         std::make_shared<torch::optim::SGD>(ddp.parameters(), torch::optim::SGDOptions(0.01)));
     int64_t parameters = 0;
@@ -141,7 +138,8 @@ int main(int argc, char** argv) {
     if (dist::is_main_process()) {
       std::printf("ours   %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f%s\n",
                   args.backend.c_str(), args.model.c_str(), parameters / 1e6, ranks, ms,
-                  1000.0 * args.batch * ranks / ms, args.gradient_as_bucket_view ? "  view" : "");
+                  1000.0 * args.batch * ranks / ms,
+                  args.ddp.gradient_as_bucket_view ? "  view" : "");
     }
   } catch (const std::exception& error) {
     std::cerr << "ddp_step: " << error.what() << "\n";
