@@ -14,9 +14,10 @@ namespace engine::dist {
 struct BackendOptions {
   int rank = 0;
   int world_size = 1;
-  int local_rank = 0;       // picks the rank's GPU (nccl: LOCAL_RANK modulo the GPUs)
-  std::string master_addr;  // rendezvous host (rank 0 hosts the store there)
-  int master_port = 29500;  // mmengine/torchrun default
+  int local_rank = 0;        // picks the rank's GPU (nccl: LOCAL_RANK modulo the GPUs)
+  int local_world_size = 1;  // ranks on this machine
+  std::string master_addr;   // rendezvous host (rank 0 hosts the store there)
+  int master_port = 29500;   // mmengine/torchrun default
   // Non-empty: a launcher hosts the store; join it under this key prefix
   // (LaunchSpec::agent_store_prefix).
   std::string agent_store_prefix;

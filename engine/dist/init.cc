@@ -23,6 +23,7 @@ LaunchSpec init_dist(const std::string& launcher, const std::string& backend,
   backend_options.rank = spec.rank;
   backend_options.world_size = spec.world_size;
   backend_options.local_rank = spec.local_rank;
+  backend_options.local_world_size = spec.local_world_size;
   backend_options.master_addr = spec.master_addr;
   backend_options.master_port = spec.master_port;
   backend_options.agent_store_prefix = spec.agent_store_prefix;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/dist/backends/gloo/read_mode.h"
 #include "engine/dist/reduce_op.h"
 
 namespace engine::dist::gloo {
@@ -39,8 +40,10 @@ class ChunkedRing {
   // against 4.8-5.3 ms with kChunkBytes).
   static constexpr size_t kBroadcastChunkBytes = 1024 * 1024;
 
-  // Takes this ring's slots from `context` (every rank in the same order).
-  explicit ChunkedRing(std::shared_ptr<::gloo::Context> context);
+  // Takes this ring's slots from `context` (every rank in the same order) and
+  // sizes the send buffers (a collective call); refreshes `read_mode` before
+  // each message it reads.
+  ChunkedRing(std::shared_ptr<::gloo::Context> context, ReadMode& read_mode);
 
   // `count` elements of `dtype` at `data`, reduced in place; every rank ends
   // with the same bits (each slice is reduced once, then copied).
@@ -51,7 +54,10 @@ class ChunkedRing {
   void broadcast(void* data, size_t bytes, int root);
 
  private:
+  void size_send_buffers();
+
   std::shared_ptr<::gloo::Context> context_;
+  ReadMode& read_mode_;
   int reduce_slot_;
   int gather_slot_;
   std::vector<uint8_t> scratch_;

@@ -2,9 +2,11 @@
 
 #include <ATen/ATen.h>
 #include <gloo/common/error.h>
+#include <sched.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -61,13 +63,15 @@ std::string without_backtrace(const std::exception& e) {
 // A c10d work and what to do once it succeeded.
 class GlooWork : public Work {
  public:
+  // `read_mode`: the pairs' mode, for a call of the adapter's own pairs (else null).
   GlooWork(c10::intrusive_ptr<c10d::Work> work, std::function<void()> on_success, const char* what,
-           int rank, std::chrono::milliseconds timeout)
+           int rank, std::chrono::milliseconds timeout, std::shared_ptr<ReadMode> read_mode)
       : work_(std::move(work)),
         on_success_(std::move(on_success)),
         what_(what),
         rank_(rank),
-        timeout_(timeout) {}
+        timeout_(timeout),
+        read_mode_(std::move(read_mode)) {}
 
   bool is_completed() override { return work_->isCompleted(); }
 
@@ -76,6 +80,8 @@ class GlooWork : public Work {
   void wait(std::chrono::milliseconds timeout) override {
     if (timeout == kNoTimeout) timeout = timeout_;
     if (!finished_) {
+      std::optional<ReadMode::Waiting> waiting;
+      if (read_mode_) waiting.emplace(*read_mode_);
       bool done = false;
       // Yield the core a bounded number of times before blocking: a futex
       // wake-up costs tens of microseconds on small VMs, and yielding hands
@@ -126,6 +132,7 @@ class GlooWork : public Work {
   const char* what_;
   int rank_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<ReadMode> read_mode_;
   bool finished_ = false;
   std::exception_ptr error_;
 
@@ -191,12 +198,21 @@ bool is_loopback(const std::string& host) {
   return host.empty() || host == "localhost" || host.rfind("127.", 0) == 0;
 }
 
+// The cores this process may run on (its affinity mask, which a launcher's
+// binding or a container's cpuset narrows).
+int usable_cores() {
+  cpu_set_t cores;
+  if (sched_getaffinity(0, sizeof(cores), &cores) != 0) return 1;
+  return CPU_COUNT(&cores);
+}
+
 std::shared_ptr<Backend> create(const BackendOptions& options) {
   auto store = make_tcp_store(options, "gloo");
   // Ranks on one machine talk over loopback; otherwise Gloo picks the interface.
   const std::string hostname = is_loopback(options.master_addr) ? "127.0.0.1" : "";
+  const bool may_spin = options.local_world_size <= usable_cores();
   return std::make_shared<GlooBackend>(store, options.rank, options.world_size, options.timeout,
-                                       hostname);
+                                       hostname, may_spin);
 }
 
 const BackendRegistration registration("gloo", create);
@@ -204,22 +220,35 @@ const BackendRegistration registration("gloo", create);
 }  // namespace
 
 GlooBackend::GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                         std::chrono::milliseconds timeout, const std::string& hostname)
-    : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout), hostname_(hostname) {
+                         std::chrono::milliseconds timeout, const std::string& hostname,
+                         bool may_spin)
+    : store_(std::move(store)),
+      rank_(rank),
+      size_(size),
+      timeout_(timeout),
+      hostname_(hostname),
+      may_spin_(may_spin) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices.push_back(hostname.empty()
                                  ? c10d::ProcessGroupGloo::createDefaultDevice()
                                  : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
   group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank, size, options);
   if (size > 1) {
-    pairs_ =
-        std::make_unique<PairCollectives>(options->devices.front(), store_, rank, size, timeout);
+    pairs_ = std::make_unique<PairCollectives>(options->devices.front(), store_, rank, size,
+                                               timeout, may_spin);
   }
 }
 
 WorkPtr GlooBackend::wrap(c10::intrusive_ptr<c10d::Work> work, const char* what,
                           std::function<void()> on_success) const {
-  return std::make_shared<GlooWork>(std::move(work), std::move(on_success), what, rank_, timeout_);
+  return std::make_shared<GlooWork>(std::move(work), std::move(on_success), what, rank_, timeout_,
+                                    nullptr);
+}
+
+WorkPtr GlooBackend::wrap_pairs(c10::intrusive_ptr<c10d::Work> work, const char* what,
+                                std::function<void()> on_success) const {
+  return std::make_shared<GlooWork>(std::move(work), std::move(on_success), what, rank_, timeout_,
+                                    pairs_->read_mode());
 }
 
 GlooBackend::Reduction GlooBackend::staged(const at::Tensor& tensor, ReduceOp op) const {
@@ -239,7 +268,7 @@ GlooBackend::Reduction GlooBackend::staged(const at::Tensor& tensor, ReduceOp op
 WorkPtr GlooBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
   if (tensor.numel() == 0) return nothing_to_move();
   if (pairs_ && pairs_->handles(tensor, op)) {
-    return wrap(pairs_->all_reduce(tensor, op), "all_reduce");
+    return wrap_pairs(pairs_->all_reduce(tensor, op), "all_reduce");
   }
   const Reduction r = staged(tensor, op);
   std::vector<at::Tensor> tensors = {r.tensor};
@@ -252,7 +281,8 @@ WorkPtr GlooBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
 
 WorkPtr GlooBackend::broadcast(at::Tensor& tensor, int root) {
   if (tensor.numel() == 0) return nothing_to_move();
-  if (pairs_ && pairs_->handles(tensor)) return wrap(pairs_->broadcast(tensor, root), "broadcast");
+  if (pairs_ && pairs_->handles(tensor))
+    return wrap_pairs(pairs_->broadcast(tensor, root), "broadcast");
   std::vector<at::Tensor> tensors = {as_flat(tensor)};
   c10d::BroadcastOptions options;
   options.rootRank = root;
@@ -280,7 +310,7 @@ WorkPtr GlooBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tens
     // all_gather_into_tensor's path, which the debug checker counts as the
     // same call: ranks making one and ranks making the other still meet.
     at::Tensor block = at::empty({size_, input.numel()}, input.options());
-    return wrap(pairs_->all_gather(block, input), "all_gather", [block, outputs]() mutable {
+    return wrap_pairs(pairs_->all_gather(block, input), "all_gather", [block, outputs]() mutable {
       for (size_t rank = 0; rank < outputs.size(); ++rank) {
         outputs[rank].copy_(block[rank].view(outputs[rank].sizes()));
       }
@@ -294,7 +324,7 @@ WorkPtr GlooBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tens
 WorkPtr GlooBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) {
   if (input.numel() == 0) return nothing_to_move();
   if (pairs_ && pairs_->handles(output, input)) {
-    return wrap(pairs_->all_gather(output, input), "all_gather");
+    return wrap_pairs(pairs_->all_gather(output, input), "all_gather");
   }
   return Backend::all_gather_into_tensor(output, input);
 }
@@ -368,7 +398,8 @@ std::shared_ptr<Backend> GlooBackend::split(const std::vector<int>& ranks) {
   if (me == ranks.end()) return nullptr;
   auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
   return std::make_shared<GlooBackend>(store, static_cast<int>(me - ranks.begin()),
-                                       static_cast<int>(ranks.size()), timeout_, hostname_);
+                                       static_cast<int>(ranks.size()), timeout_, hostname_,
+                                       may_spin_);
 }
 
 }  // namespace engine::dist::gloo

@@ -31,8 +31,10 @@ namespace engine::dist::gloo {
 // broken and the job must end.
 class GlooBackend : public Backend {
  public:
+  // `may_spin`: whether the machine has a core for each of its ranks (see
+  // ReadMode).
   GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-              std::chrono::milliseconds timeout, const std::string& hostname);
+              std::chrono::milliseconds timeout, const std::string& hostname, bool may_spin);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -63,6 +65,9 @@ class GlooBackend : public Backend {
   Reduction staged(const at::Tensor& tensor, ReduceOp op) const;
   WorkPtr wrap(c10::intrusive_ptr<c10d::Work> work, const char* what,
                std::function<void()> on_success = nullptr) const;
+  // A call of the adapter's own pairs: its waiters let the pairs spin.
+  WorkPtr wrap_pairs(c10::intrusive_ptr<c10d::Work> work, const char* what,
+                     std::function<void()> on_success = nullptr) const;
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
@@ -71,6 +76,7 @@ class GlooBackend : public Backend {
   int size_;
   std::chrono::milliseconds timeout_;
   std::string hostname_;
+  bool may_spin_;
   int splits_ = 0;
 };
 

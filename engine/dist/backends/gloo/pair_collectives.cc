@@ -68,15 +68,17 @@ class PairCollectives::Task : public c10d::Work {
 
 PairCollectives::PairCollectives(const std::shared_ptr<::gloo::transport::Device>& device,
                                  const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                 std::chrono::milliseconds timeout)
+                                 std::chrono::milliseconds timeout, bool may_spin)
     : context_(std::make_shared<::gloo::rendezvous::Context>(rank, size)) {
   context_->setTimeout(timeout);
   c10d::ProcessGroupGloo::GlooStore rendezvous(
       c10::make_intrusive<c10d::PrefixStore>("engine_pair_collectives", store));
   auto shared_device = device;
   context_->connectFullMesh(rendezvous, shared_device);
-  use_synchronous_pairs();
-  chunked_ = std::make_unique<ChunkedRing>(context_);
+  read_mode_ =
+      std::make_shared<ReadMode>(may_spin, [this](bool spin) { use_synchronous_pairs(spin); });
+  chunked_ = std::make_unique<ChunkedRing>(context_, *read_mode_);
+
   server_ = std::thread([this] { serve(); });
 }
 
@@ -89,10 +91,11 @@ PairCollectives::PairCollectives(const std::shared_ptr<::gloo::transport::Device
 // keep at most one unread message of a rank's on each connection, of at most
 // ChunkedRing::kChunkBytes, which the socket buffers hold (see ChunkedRing);
 // a broadcast's writes go along a chain, which has no cycle. A peer that goes
-// silent still ends the call: the sockets' timeouts are the context's.
-void PairCollectives::use_synchronous_pairs() {
+// silent still ends the call: the sockets' timeouts are the context's, and
+// Gloo's busy poll (`spin`) keeps to them too.
+void PairCollectives::use_synchronous_pairs(bool spin) {
   for (int peer = 0; peer < context_->size; ++peer) {
-    if (peer != context_->rank) context_->getPair(peer)->setSync(/*sync=*/true, /*busyPoll=*/false);
+    if (peer != context_->rank) context_->getPair(peer)->setSync(/*sync=*/true, spin);
   }
 }
 
@@ -186,6 +189,7 @@ void PairCollectives::serve() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
+    read_mode_->refresh();
     task->run();
   }
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/dist/backends/gloo/chunked_ring.h"
+#include "engine/dist/backends/gloo/read_mode.h"
 #include "engine/dist/reduce_op.h"
 
 namespace engine::dist::gloo {
@@ -53,9 +54,11 @@ class PairCollectives {
   static constexpr size_t kMaxGatherRingBytes = 64 * 1024;
 
   // Connects a full mesh of `size` ranks through `store` (a collective call).
+  // `may_spin`: whether the machine has a core for each of its ranks (see
+  // ReadMode).
   PairCollectives(const std::shared_ptr<::gloo::transport::Device>& device,
                   const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                  std::chrono::milliseconds timeout);
+                  std::chrono::milliseconds timeout, bool may_spin);
   ~PairCollectives();
 
   // Whether the call can come this way: CPU tensors, contiguous; for
@@ -71,19 +74,23 @@ class PairCollectives {
   c10::intrusive_ptr<c10d::Work> broadcast(const at::Tensor& tensor, int root);
   c10::intrusive_ptr<c10d::Work> all_gather(const at::Tensor& output, const at::Tensor& input);
 
+  // Whoever waits for one of these calls holds a ReadMode::Waiting on it.
+  const std::shared_ptr<ReadMode>& read_mode() const { return read_mode_; }
+
  private:
   class Ring;
   class Task;
   // What a small call does with the gathered tensors (rank order, `bytes` each).
   using UseGathered = std::function<void(const uint8_t* gathered, size_t bytes)>;
 
-  void use_synchronous_pairs();
+  void use_synchronous_pairs(bool spin);
   c10::intrusive_ptr<c10d::Work> enqueue(std::function<void()> call);
   c10::intrusive_ptr<c10d::Work> gather(const at::Tensor& input, UseGathered use);
   void serve();
   Ring& ring_for(size_t bytes);
 
   std::shared_ptr<::gloo::rendezvous::Context> context_;
+  std::shared_ptr<ReadMode> read_mode_;
   struct RingPair {
     std::unique_ptr<Ring> rings[2];
     int next = 0;
