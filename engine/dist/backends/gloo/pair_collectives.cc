@@ -78,7 +78,6 @@ PairCollectives::PairCollectives(const std::shared_ptr<::gloo::transport::Device
   read_mode_ =
       std::make_shared<ReadMode>(may_spin, [this](bool spin) { use_synchronous_pairs(spin); });
   chunked_ = std::make_unique<ChunkedRing>(context_, *read_mode_);
-
   server_ = std::thread([this] { serve(); });
 }
 
