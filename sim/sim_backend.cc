@@ -126,6 +126,11 @@ CallRecord SimBackend::record(const char* kind, const at::Tensor& like) {
   return call;
 }
 
+std::optional<std::chrono::milliseconds> SimBackend::node_shared_wait() const {
+  if (!world_->options().node_shared_buffers) return std::nullopt;
+  return world_->options().timeout;
+}
+
 void SimBackend::check_root(int root) const {
   if (root < 0 || root >= size()) {
     throw engine::dist::InvalidArgument(engine::dist::on_rank(

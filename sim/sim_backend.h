@@ -19,6 +19,7 @@ class SimBackend : public engine::dist::Backend {
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
   std::string name() const override { return "sim"; }
+  std::optional<std::chrono::milliseconds> node_shared_wait() const override;
 
   engine::dist::WorkPtr all_reduce(at::Tensor& tensor, engine::dist::ReduceOp op) override;
   engine::dist::WorkPtr broadcast(at::Tensor& tensor, int root) override;

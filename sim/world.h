@@ -42,6 +42,11 @@ struct WorldOptions {
   // the same event trace (Outcome::trace); different seeds try different
   // arrival and departure orders. No jitter, no yielding.
   bool deterministic = false;
+  // Lets the ranks' groups place buffers in node-shared memory
+  // (engine/dist/node_shared.h), whose all_reduce the simulator does not see
+  // (no checks, no faults, no virtual time; `timeout` bounds its waits). Off:
+  // every collective goes through the simulator.
+  bool node_shared_buffers = false;
 };
 
 // Runs one body on `world_size` thread-ranks. Each thread gets its own

@@ -1,7 +1,11 @@
 // all_reduce, reduce and reduce_scatter against a serial reference: exact
-// results, bit-identical on every rank, in place on the caller's tensor.
+// results, bit-identical on every rank, in place on the caller's tensor; and
+// all_reduce on node-shared buffers, which does not go through the backend.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
 
 #include "engine/dist/dist.h"
 #include "testing/cases.h"
@@ -51,6 +55,13 @@ std::vector<InPlace> run_in_place(const TensorCase& c, const std::vector<at::Ten
         return InPlace{t, t.is_same(handle) && t.data_ptr() == storage};
       },
       harness::test_options(c.sim_seed));
+}
+
+// The simulator's options with node-shared buffers allowed (in process mode
+// the backend decides).
+sim::WorldOptions node_shared(sim::WorldOptions options = harness::test_options()) {
+  options.node_shared_buffers = true;
+  return options;
 }
 
 }  // namespace
@@ -126,4 +137,75 @@ TEST(AllReduce, MeanOnIntegersTruncatesTowardZero) {
     return t;
   });
   for (const auto& t : results) EXPECT_TRUE(t.equal(at::tensor({1, -1}, at::kLong)));
+}
+
+// Buffers from zeros_node_shared: all_reduce through shared memory, several
+// rounds on one buffer (its counters carry over), against the reference.
+HARNESS_PROP(AllReduce, OnNodeSharedBuffersEqualsSerialReferenceEveryRound, ()) {
+  const TensorCase c = *cases::tensor_case(kOps);
+  constexpr int kRounds = 3;
+  std::vector<std::vector<at::Tensor>> inputs;
+  for (int round = 0; round < kRounds; ++round) inputs.push_back(inputs_of(c, round));
+  const bool shareable = c.world_size > 1 && inputs[0][0].numel() > 0 && harness::device().is_cpu();
+  const auto results = harness::collect_ranks<std::vector<at::Tensor>>(
+      c.world_size,
+      [&](int rank) {
+        at::Tensor buffer = dist::zeros_node_shared(inputs[0][rank].numel(), c.dtype);
+        if (dist::is_node_shared(buffer) != shareable)
+          throw std::logic_error("zeros_node_shared: shared memory where not expected, or none");
+        buffer = buffer.to(harness::device());
+        std::vector<at::Tensor> rounds;
+        for (int round = 0; round < kRounds; ++round) {
+          buffer.copy_(inputs[round][rank].reshape({-1}));
+          dist::all_reduce(buffer, c.op);
+          rounds.push_back(buffer.clone());
+        }
+        return rounds;
+      },
+      node_shared(harness::test_options(c.sim_seed)));
+  for (int round = 0; round < kRounds; ++round) {
+    const at::Tensor expected = cases::reduce_reference(inputs[round], c.op).reshape({-1});
+    for (const auto& rank_rounds : results)
+      RC_ASSERT(cases::bit_equal(rank_rounds[round], expected));
+  }
+}
+
+TEST(AllReduce, NodeSharedBufferNamesTheRankThatNeverCame) {
+  if (!harness::device().is_cpu()) GTEST_SKIP() << "node-shared buffers are CPU memory";
+  const auto messages = harness::collect_ranks<std::string>(
+      2,
+      [](int rank) -> std::string {
+        at::Tensor buffer = dist::zeros_node_shared(1000, at::kFloat);
+        if (!dist::is_node_shared(buffer)) return "not node-shared";
+        // Rank 1 leaves without the all_reduce; its segment stays mapped by rank 0.
+        if (rank == 1) return "";
+        try {
+          dist::all_reduce_async(buffer)->wait(std::chrono::milliseconds(100));
+        } catch (const dist::Timeout& e) {
+          return e.what();
+        }
+        return "no error";
+      },
+      node_shared());
+  EXPECT_NE(messages[0].find("[rank 0] all_reduce on a node-shared buffer did not complete within "
+                             "100 ms: group ranks [1] never made the matching call"),
+            std::string::npos)
+      << messages[0];
+}
+
+TEST(AllReduce, NodeSharedTurnedOffGivesOrdinaryBuffersThatStillReduce) {
+  if (!harness::device().is_cpu()) GTEST_SKIP() << "node-shared buffers are CPU memory";
+  setenv("DIST_ENGINE_NODE_SHARED", "0", /*overwrite=*/1);
+  const auto results = harness::collect_ranks<at::Tensor>(
+      2,
+      [](int rank) {
+        at::Tensor buffer = dist::zeros_node_shared(5, at::kLong);
+        if (dist::is_node_shared(buffer)) throw std::logic_error("shared although turned off");
+        buffer.fill_(rank + 1);
+        dist::all_reduce(buffer);
+        return buffer;
+      },
+      node_shared());
+  unsetenv("DIST_ENGINE_NODE_SHARED");
+  for (const auto& t : results) EXPECT_TRUE(t.equal(at::full({5}, 3, at::kLong)));
 }

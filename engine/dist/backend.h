@@ -2,7 +2,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,12 @@ class Backend {
   // the CPU, or the rank's CUDA device for NCCL. The dist layer's own
   // tensors (object frames, helper counts) are made there.
   virtual at::Device comm_device() const { return at::kCPU; }
+  // How long a rank of this group waits for its peers in an all_reduce on
+  // node-shared buffers (engine/dist/node_shared.h); nullopt when this
+  // backend's groups keep to their own buffers: the default, for a backend
+  // that must see every collective (the simulator, the debug mode) or whose
+  // tensors are not in CPU memory.
+  virtual std::optional<std::chrono::milliseconds> node_shared_wait() const { return std::nullopt; }
 
   virtual WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) = 0;
   virtual WorkPtr broadcast(at::Tensor& tensor, int root) = 0;

@@ -7,6 +7,7 @@
 #include "engine/dist/context.h"
 #include "engine/dist/describe.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/node_shared.h"
 #include "engine/dist/reduce_kernel.h"
 #include "engine/dist/reduce_op.h"
 
@@ -107,6 +108,11 @@ WorkPtr all_reduce_async(at::Tensor& data, const std::string& op, const GroupPtr
   call.check_dense(data, "data");
   const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank);
   if (call.trivial()) return completed_work();
+  if (WorkPtr shared = node_shared_all_reduce(data, spec.op, call.backend())) {
+    if (!spec.mean) return shared;
+    const int n = call.size();
+    return then(shared, [data, n]() mutable { divide_for_mean(data, n); });
+  }
   // The backend's Work holds the tensor: with nothing to do after it, no
   // Work of our own (a call of a few microseconds notices the allocations).
   if (data.is_contiguous() && !spec.mean) return call.backend().all_reduce(data, spec.op);

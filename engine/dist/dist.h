@@ -9,4 +9,5 @@
 #include "engine/dist/info.h"
 #include "engine/dist/init.h"
 #include "engine/dist/launch.h"
+#include "engine/dist/node_shared.h"
 #include "engine/dist/objects.h"

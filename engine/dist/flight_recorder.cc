@@ -85,6 +85,9 @@ class RecordingBackend : public Backend {
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
   at::Device comm_device() const override { return inner_->comm_device(); }
+  std::optional<std::chrono::milliseconds> node_shared_wait() const override {
+    return inner_->node_shared_wait();
+  }
 
   WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override {
     return track(collective("all_reduce", tensor, -1, op),

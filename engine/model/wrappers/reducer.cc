@@ -11,6 +11,7 @@
 
 #include "engine/dist/collectives.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/node_shared.h"
 #include "engine/model/wrappers/bucket_plan.h"
 #include "engine/model/wrappers/parameter_sync.h"
 
@@ -96,8 +97,7 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
       bucket.offsets.push_back(numel);
       numel += params_[members[i]].tensor.numel();
     }
-    bucket.flat =
-        at::zeros({numel}, params_[members.front()].tensor.options().requires_grad(false));
+    bucket.flat = zeros_for_bucket(numel, params_[members.front()].tensor);
     bucket.params = std::move(members);
     buckets.push_back(std::move(bucket));
   }
@@ -112,6 +112,13 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
       point_grad_at_slot(i);
     }
   }
+}
+
+// CPU buckets live where every rank of a one-machine group maps them, so
+// their all_reduce is a pass over shared memory (engine/dist/node_shared.h).
+at::Tensor Reducer::zeros_for_bucket(int64_t numel, const at::Tensor& like) const {
+  if (like.device().is_cpu()) return dist::zeros_node_shared(numel, like.scalar_type(), group_);
+  return at::zeros({numel}, like.options().requires_grad(false));
 }
 
 void Reducer::register_hooks() {

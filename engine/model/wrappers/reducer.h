@@ -75,6 +75,7 @@ class Reducer : public optim::GradSyncSwitch {
   };
 
   void build_buckets(const std::vector<size_t>& order);
+  at::Tensor zeros_for_bucket(int64_t numel, const at::Tensor& like) const;
   void register_hooks();
   at::Tensor slot(size_t param) const;
   void point_grad_at_slot(size_t param);

@@ -39,6 +39,7 @@ class GlooBackend : public Backend {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "gloo"; }
+  std::optional<std::chrono::milliseconds> node_shared_wait() const override { return timeout_; }
 
   WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override;
   WorkPtr broadcast(at::Tensor& tensor, int root) override;

@@ -46,6 +46,9 @@ class MpiBackend : public Backend {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
+  std::optional<std::chrono::milliseconds> node_shared_wait() const override {
+    return wait_policy_.default_timeout;
+  }
 
   WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override;
   WorkPtr broadcast(at::Tensor& tensor, int root) override;

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+
+#include "engine/dist/backend.h"
+#include "engine/dist/group.h"
+#include "engine/dist/reduce_op.h"
+#include "engine/dist/work.h"
+
+namespace engine::dist {
+
+// Buffers that every rank of a group maps, for groups whose ranks share one
+// machine. An all_reduce on such a buffer moves nothing through the backend:
+// each rank reduces slices of the buffer straight from its peers' memory and
+// stores the result into every peer's copy, one pass of loads and stores
+// instead of a transport's copies in and out. This is what DDP's gradient
+// buckets live in (the reducer allocates them here).
+//
+// Ranks meet through counters in the shared memory; a rank that waits for
+// its peers sleeps on a futex and never spins, so more ranks than cores is
+// fine. Every element's result is computed once, in group-rank order, so
+// every rank gets bit-identical results. The checks and records made around
+// a backend's calls (the debug mode's fingerprints, the simulator's order
+// checks, the flight recorder) do not see these calls, so the simulator and
+// the debug mode keep to ordinary buffers (Backend::node_shared_wait). A
+// rank that does not come gives a Timeout naming it after the wait's timeout
+// (none given: the backend's, as set in init_dist); a rank that dies is seen
+// the same way, or ended with the job by its launcher.
+
+// Collective over `group` (nullptr: the default group): every rank calls it
+// in the same order with the same `numel` and `dtype`. Returns `numel`
+// zeros in shared memory when every rank could map every other rank's buffer
+// (they share a machine, and /dev/shm has room), else ordinary zeros, on
+// every rank alike. DIST_ENGINE_NODE_SHARED=0 on any rank makes them
+// ordinary for all. Not distributed, a group of one, no elements, or a
+// backend without node_shared_wait(): ordinary zeros.
+at::Tensor zeros_node_shared(int64_t numel, c10::ScalarType dtype, const GroupPtr& group = nullptr);
+
+// Whether `t` is a whole buffer from zeros_node_shared.
+bool is_node_shared(const at::Tensor& t);
+
+// The all_reduce of `data` through shared memory when `data` is a whole
+// buffer from zeros_node_shared on the group that `backend` serves and
+// `op` can be applied to its dtype; nullptr otherwise (the caller goes
+// through the backend).
+WorkPtr node_shared_all_reduce(const at::Tensor& data, ReduceOp op, const Backend& backend);
+
+}  // namespace engine::dist
