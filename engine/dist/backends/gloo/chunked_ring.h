@@ -13,10 +13,10 @@
 
 namespace engine::dist::gloo {
 
-// Large all_reduce, all_gather and broadcast over the pairs of a Gloo context
-// in synchronous mode, in messages of at most kChunkBytes: all_reduce is the
-// ring's reduce-scatter then all-gather, broadcast a pipeline along the ring
-// from the root. Data is sent from and received into the caller's memory,
+// Large all_reduce and all_gather, and broadcasts of any size, over the pairs
+// of a Gloo context in synchronous mode, in messages of at most kChunkBytes:
+// all_reduce is the ring's reduce-scatter then all-gather, broadcast a
+// pipeline along the ring from the root. Data is sent from and received into the caller's memory,
 // except the reduce-scatter's incoming chunk, which lands in a scratch buffer
 // and is reduced from there.
 //

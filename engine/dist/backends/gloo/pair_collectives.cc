@@ -135,14 +135,8 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::all_reduce(const at::Tensor& ten
 }
 
 c10::intrusive_ptr<c10d::Work> PairCollectives::broadcast(const at::Tensor& tensor, int root) {
-  if (tensor.nbytes() > kMaxGatherRingBytes) {
-    return enqueue(
-        [this, tensor, root] { chunked_->broadcast(tensor.data_ptr(), tensor.nbytes(), root); });
-  }
-  const bool is_root = context_->rank == root;
-  return gather(tensor, [tensor, root, is_root](const uint8_t* gathered, size_t bytes) {
-    if (!is_root) std::memcpy(tensor.data_ptr(), gathered + root * bytes, bytes);
-  });
+  return enqueue(
+      [this, tensor, root] { chunked_->broadcast(tensor.data_ptr(), tensor.nbytes(), root); });
 }
 
 c10::intrusive_ptr<c10d::Work> PairCollectives::all_gather(const at::Tensor& output,

@@ -28,11 +28,14 @@ namespace engine::dist::gloo {
 // it from the socket itself, instead of Gloo's device thread reading it and
 // waking the waiter), run in call order on one thread of its own.
 //
-// Calls of up to 64 KiB are each Gloo's buffer-based ring all_gather
-// (gloo::AllgatherRing): all_reduce then reduces the gathered tensors in rank
-// order on every rank (so every rank ends with the same bits), broadcast
-// keeps the root's, all_gather copies them out. Larger calls go through a
-// ChunkedRing, in bounded messages.
+// all_reduce and all_gather of up to 64 KiB are each Gloo's buffer-based
+// ring all_gather (gloo::AllgatherRing): all_reduce then reduces the
+// gathered tensors in rank order on every rank (so every rank ends with the
+// same bits), all_gather copies them out. Larger calls, and every broadcast,
+// go through a ChunkedRing, in bounded messages. A broadcast is a chain from
+// the root, which only sends, so the root does not wait for its peers and
+// back-to-back broadcasts overlap (4 KiB on 2 ranks of this VM: 11-27 us,
+// against 41-121 us as a gather ring that every rank waits on).
 //
 // Why: c10d's ProcessGroupGloo runs Gloo's newer algorithms, whose unbound
 // buffers handshake before the data moves, and whose device thread hands
