@@ -3,8 +3,10 @@
 // all_reduce on node-shared buffers, which does not go through the backend.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "engine/dist/dist.h"
@@ -208,4 +210,26 @@ TEST(AllReduce, NodeSharedTurnedOffGivesOrdinaryBuffersThatStillReduce) {
       node_shared());
   unsetenv("DIST_ENGINE_NODE_SHARED");
   for (const auto& t : results) EXPECT_TRUE(t.equal(at::full({5}, 3, at::kLong)));
+}
+
+TEST(AllReduce, NodeSharedBuffersLeaveNothingInDevShm) {
+  if (!harness::device().is_cpu()) GTEST_SKIP() << "node-shared buffers are CPU memory";
+  const std::string mine = "dist-engine-" + std::to_string(getpid()) + "-";
+  auto left_in_dev_shm = [&] {
+    int64_t count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+      if (entry.path().filename().string().rfind(mine, 0) == 0) ++count;
+    }
+    return count;
+  };
+  const auto results = harness::collect_ranks<int64_t>(
+      2,
+      [&](int) {
+        at::Tensor buffer = dist::zeros_node_shared(1000, at::kFloat);
+        if (!dist::is_node_shared(buffer)) throw std::logic_error("not node-shared");
+        dist::all_reduce(buffer);
+        return left_in_dev_shm();  // names are gone while the buffer lives
+      },
+      node_shared());
+  for (int64_t count : results) EXPECT_EQ(count, 0);
 }

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -236,17 +237,16 @@ std::string fresh_name() {
          std::to_string(device());
 }
 
-// A segment mapped through ATen's MapAllocator from a descriptor opened here:
-// the name is unlinked here too, once every rank has mapped it (MapAllocator
-// would unlink it when the creator unmaps it, too late if a rank dies).
-// `create` also reserves the pages, so that a tmpfs without room fails now
-// rather than with SIGBUS at the first store. Null when it fails.
+// A segment mapped through ATen's MapAllocator from a descriptor opened here
+// (MapAllocator would unlink the name when the creator unmaps it; OwnSegment
+// does it as soon as every rank has mapped it). `create` also reserves the
+// pages, so that a tmpfs without room fails now rather than with SIGBUS at
+// the first store. Null when it fails.
 at::DataPtr map_segment(const std::string& name, bool create, int64_t bytes) {
   const int fd = shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
   if (fd < 0) return at::DataPtr();
   if (create && posix_fallocate(fd, 0, bytes) != 0) {
     close(fd);
-    shm_unlink(name.c_str());
     return at::DataPtr();
   }
   size_t actual = 0;
@@ -258,6 +258,19 @@ at::DataPtr map_segment(const std::string& name, bool create, int64_t bytes) {
     return at::DataPtr();
   }
 }
+
+// This rank's new segment, and its name for as long as the allocation runs:
+// unlinked when it ends, however it ends, so that nothing stays in /dev/shm.
+struct OwnSegment {
+  std::string name;
+  at::DataPtr mapping;  // null when it could not be made
+
+  explicit OwnSegment(int64_t bytes)
+      : name(fresh_name()), mapping(map_segment(name, /*create=*/true, bytes)) {}
+  ~OwnSegment() { shm_unlink(name.c_str()); }
+  OwnSegment(const OwnSegment&) = delete;
+  OwnSegment& operator=(const OwnSegment&) = delete;
+};
 
 // Every rank's segment name, in group-rank order ("" where none was made).
 std::vector<std::string> exchange_names(const std::string& mine, int ranks, const GroupPtr& group) {
@@ -306,19 +319,15 @@ at::Tensor zeros_node_shared(int64_t numel, c10::ScalarType dtype, const GroupPt
     return ordinary();
   }
   const Layout layout(g->size(), numel, c10::elementSize(dtype));
-  std::string name;
-  at::DataPtr own;
-  if (wanted()) {
-    name = fresh_name();
-    own = map_segment(name, /*create=*/true, layout.segment_bytes());
-    if (!own) name.clear();
-  }
-  std::vector<at::DataPtr> segments = map_all(exchange_names(name, g->size(), g), g->rank(),
-                                              std::move(own), layout.segment_bytes());
-  // Past this point every rank has mapped what it could, so the names can go.
-  const bool usable = agreed_by_all(!segments.empty(), g);
-  if (!name.empty()) shm_unlink(name.c_str());
-  if (!usable) return ordinary();
+  std::optional<OwnSegment> own;
+  if (wanted()) own.emplace(layout.segment_bytes());
+  const bool made = own && own->mapping;
+  std::vector<at::DataPtr> segments =
+      map_all(exchange_names(made ? own->name : "", g->size(), g), g->rank(),
+              made ? std::move(own->mapping) : at::DataPtr(), layout.segment_bytes());
+  // Once every rank agrees, every rank has mapped what it could: `own`
+  // unlinks the name on the way out.
+  if (!agreed_by_all(!segments.empty(), g)) return ordinary();
 
   auto* buffer = new SharedBuffer(layout, g->rank(), dtype, g->backend(), std::move(segments));
   const int64_t bytes = numel * layout.element_size;
