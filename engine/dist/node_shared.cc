@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "engine/dist/collectives.h"
-#include "engine/dist/context.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/info.h"
 #include "engine/dist/reduce_kernel.h"
 
 namespace engine::dist {
@@ -129,7 +129,11 @@ SharedBuffer* shared_buffer_of(const at::Tensor& t) {
 class SharedAllReduce : public Work {
  public:
   SharedAllReduce(at::Tensor data, SharedBuffer* buffer, uint64_t round, ReduceOp op)
-      : data_(std::move(data)), buffer_(buffer), round_(round), op_(op) {}
+      : data_(std::move(data)),
+        buffer_(buffer),
+        round_(round),
+        done_after_(round * static_cast<uint64_t>(buffer->layout.slices)),
+        op_(op) {}
 
   bool is_completed() override { return advance(); }
 
@@ -158,10 +162,7 @@ class SharedAllReduce : public Work {
     return true;
   }
 
-  bool finished() const {
-    return buffer_->done()->load(std::memory_order_acquire) >=
-           round_ * static_cast<uint64_t>(buffer_->layout.slices);
-  }
+  bool finished() const { return buffer_->done()->load(std::memory_order_acquire) >= done_after_; }
 
   bool advance() {
     if (finished()) return true;
@@ -176,8 +177,7 @@ class SharedAllReduce : public Work {
         continue;
       }
       reduce_slice(slice);
-      const uint64_t total = round_ * static_cast<uint64_t>(slices);
-      if (buffer_->done()->fetch_add(1, std::memory_order_acq_rel) + 1 == total) {
+      if (buffer_->done()->fetch_add(1, std::memory_order_acq_rel) + 1 == done_after_) {
         buffer_->wake_all();
       }
     }
@@ -213,16 +213,16 @@ class SharedAllReduce : public Work {
     const std::string why =
         missing.empty() ? "a rank stopped in the middle of its share of the reduction (died?)"
                         : "group ranks [" + missing + "] never made the matching call (or died)";
-    return Timeout(on_rank(buffer_->rank,
-                           "all_reduce on a node-shared buffer did not complete "
-                           "within " +
-                               std::to_string(timeout.count()) + " ms: " + why +
-                               "; look at those ranks' logs"));
+    return Timeout(
+        on_rank(buffer_->rank, "all_reduce on a node-shared buffer did not complete within " +
+                                   std::to_string(timeout.count()) + " ms: " + why +
+                                   "; look at those ranks' logs"));
   }
 
   at::Tensor data_;  // keeps the buffer alive
   SharedBuffer* buffer_;
   uint64_t round_;
+  uint64_t done_after_;  // the count of slices reduced once this round is done
   ReduceOp op_;
 };
 
@@ -312,8 +312,7 @@ bool agreed_by_all(bool mine, const GroupPtr& group) {
 bool is_node_shared(const at::Tensor& t) { return shared_buffer_of(t) != nullptr; }
 
 at::Tensor zeros_node_shared(int64_t numel, c10::ScalarType dtype, const GroupPtr& group) {
-  const Context* context = current_context();
-  const GroupPtr g = group ? group : (context ? context->default_group : nullptr);
+  const GroupPtr g = group ? group : get_default_group();
   auto ordinary = [&] { return at::zeros({numel}, at::TensorOptions().dtype(dtype)); };
   if (numel == 0 || !g || g->size() == 1 || !g->is_member() || !g->backend().node_shared_wait()) {
     return ordinary();

@@ -104,7 +104,7 @@ class Reducer : public optim::GradSyncSwitch {
   bool awaiting_first_rebuild_;
   std::vector<bool> ready_;
   std::vector<bool> locally_used_;
-  std::vector<bool> unreached_;  // set by prepare_for_backward, used once
+  std::vector<bool> unreached_;    // set by prepare_for_backward, used once
   at::Tensor world_size_divisor_;  // a 0-dim tensor, for div_out
   std::vector<size_t> arrival_order_;
   size_t next_bucket_ = 0;

@@ -16,9 +16,9 @@ namespace engine::dist::gloo {
 // Large all_reduce and all_gather, and broadcasts of any size, over the pairs
 // of a Gloo context in synchronous mode, in messages of at most kChunkBytes:
 // all_reduce is the ring's reduce-scatter then all-gather, broadcast a
-// pipeline along the ring from the root. Data is sent from and received into the caller's memory,
-// except the reduce-scatter's incoming chunk, which lands in a scratch buffer
-// and is reduced from there.
+// pipeline along the ring from the root. Data is sent from and received into
+// the caller's memory, except the reduce-scatter's incoming chunk, which
+// lands in a scratch buffer and is reduced from there.
 //
 // Why bounded messages: in synchronous mode a write returns once the kernel
 // holds the bytes, so a rank blocks writing while its peer is blocked writing
