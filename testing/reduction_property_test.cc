@@ -1,4 +1,4 @@
-// all_reduce, reduce and reduce_scatter against a serial reference: exact
+// all_reduce, reduce and reduce_scatter (both forms) against a serial reference: exact
 // results, bit-identical on every rank, in place on the caller's tensor; and
 // all_reduce on node-shared buffers, which does not go through the backend.
 #include <ATen/ATen.h>
@@ -120,6 +120,42 @@ HARNESS_PROP(ReduceScatter, RankKGetsReferenceOfChunkK, ()) {
     RC_ASSERT(results[k].same_object);
     RC_ASSERT(cases::bit_equal(results[k].tensor, cases::reduce_reference(inputs[k], c.op)));
   }
+}
+
+// The one-tensor form: rank r's input holds every rank's block end to end
+// (contiguous, or a strided view of the same values), and is left as it was.
+HARNESS_PROP(ReduceScatterTensor, RankKGetsReferenceOfBlockK, ()) {
+  const TensorCase c = *cases::tensor_case(kOps);
+  std::vector<std::vector<at::Tensor>> inputs;
+  for (int k = 0; k < c.world_size; ++k) inputs.push_back(inputs_of(c, /*salt=*/k + 1));
+  std::vector<at::Tensor> stacked;  // rank r's blocks, [world_size, shape...]
+  for (int r = 0; r < c.world_size; ++r) {
+    std::vector<at::Tensor> blocks;
+    for (int k = 0; k < c.world_size; ++k) blocks.push_back(inputs[k][r]);
+    stacked.push_back(at::stack(blocks));
+  }
+  const auto results = run_in_place(c, inputs[0], [&](at::Tensor& out, int rank) {
+    const at::Tensor mine = cases::laid_out(stacked[rank], c.contiguous);
+    const at::Tensor before = mine.clone();
+    dist::reduce_scatter_tensor(out, mine, c.op);
+    if (!cases::bit_equal(mine, before)) throw std::logic_error("the input was written");
+  });
+  for (int k = 0; k < c.world_size; ++k) {
+    RC_ASSERT(results[k].same_object);
+    RC_ASSERT(cases::bit_equal(results[k].tensor, cases::reduce_reference(inputs[k], c.op)));
+  }
+}
+
+TEST(ReduceScatterTensor, InputOfTheWrongSizeIsNamed) {
+  harness::run_ranks(2, [](int) {
+    at::Tensor out = at::zeros({3});
+    try {
+      dist::reduce_scatter_tensor(out, at::zeros({5}));
+      ADD_FAILURE() << "no error";
+    } catch (const dist::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("2 x 3 elements"), std::string::npos) << e.what();
+    }
+  });
 }
 
 TEST(AllReduce, OpNamesAreCaseInsensitive) {

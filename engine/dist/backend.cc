@@ -11,4 +11,10 @@ WorkPtr Backend::all_gather_into_tensor(at::Tensor& output, const at::Tensor& in
   return all_gather(blocks, input);
 }
 
+WorkPtr Backend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, ReduceOp op) {
+  std::vector<at::Tensor> blocks = input.view({size(), output.numel()}).unbind(0);
+  for (auto& block : blocks) block = block.view(output.sizes());
+  return reduce_scatter(output, blocks, op);
+}
+
 }  // namespace engine::dist

@@ -76,6 +76,12 @@ class Backend {
   // Rank r's output = reduction over all ranks of their inputs[r].
   virtual WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                  ReduceOp op) = 0;
+  // reduce_scatter from one tensor (c10d's _reduce_scatter_base): `input` is
+  // contiguous, of output's dtype, with size() * output.numel() elements, and
+  // rank r's output = reduction over all ranks of their input's r-th block.
+  // A backend that moves one buffer overrides it to skip the per-rank views
+  // and the packing copy; this default goes through reduce_scatter on views.
+  virtual WorkPtr reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, ReduceOp op);
   // Rank r's outputs[s] receives rank s's inputs[r]. All tensors share one shape.
   virtual WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
                              const std::vector<at::Tensor>& inputs) = 0;

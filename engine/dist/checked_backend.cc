@@ -94,6 +94,10 @@ class CheckedBackend : public Backend {
     check(6, output, static_cast<int>(op), -1);
     return inner_->reduce_scatter(output, inputs, op);
   }
+  WorkPtr reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, ReduceOp op) override {
+    check(6, output, static_cast<int>(op), -1);
+    return inner_->reduce_scatter_tensor(output, input, op);
+  }
   WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
                      const std::vector<at::Tensor>& inputs) override {
     check(7, inputs.at(0), -1, -1);

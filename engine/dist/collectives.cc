@@ -236,6 +236,32 @@ WorkPtr reduce_scatter_async(at::Tensor& output, const std::vector<at::Tensor>& 
               });
 }
 
+WorkPtr reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor& input,
+                                    const std::string& op, const GroupPtr& group) {
+  const Call call = resolve(group, "reduce_scatter_tensor");
+  call.check_dense(output, "output");
+  call.check_dense(input, "input");
+  const ReduceSpec spec = parse_reduce_op(op, output.scalar_type(), call.rank);
+  const int n = call.size();
+  if (input.scalar_type() != output.scalar_type() || input.device() != output.device() ||
+      input.numel() != n * output.numel()) {
+    call.invalid("input holds a " + describe(input) + " tensor where one of " + std::to_string(n) +
+                 " x " + std::to_string(output.numel()) + " elements of " + describe(output) +
+                 " is needed (one output's worth per rank of the group)");
+  }
+  const at::Tensor blocks = input.contiguous();
+  if (call.trivial()) {
+    output.copy_(blocks.view(output.sizes()));
+    return completed_work();
+  }
+  auto staged = std::make_shared<Staged>(output);
+  return then(call.backend().reduce_scatter_tensor(staged->work, blocks, spec.op),
+              [staged, blocks, spec, n] {
+                if (spec.mean) divide_for_mean(staged->work, n);
+                staged->write_back();
+              });
+}
+
 WorkPtr all_to_all_async(std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                          const GroupPtr& group) {
   const Call call = resolve(group, "all_to_all");
@@ -318,6 +344,11 @@ void scatter(at::Tensor& data, const std::vector<at::Tensor>& scatter_list, int 
 void reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                     const std::string& op, const GroupPtr& group) {
   reduce_scatter_async(output, inputs, op, group)->wait();
+}
+
+void reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, const std::string& op,
+                           const GroupPtr& group) {
+  reduce_scatter_tensor_async(output, input, op, group)->wait();
 }
 
 void all_to_all(std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,

@@ -74,6 +74,16 @@ void reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
 WorkPtr reduce_scatter_async(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                              const std::string& op = "sum", const GroupPtr& group = nullptr);
 
+// reduce_scatter from one tensor (PyTorch's reduce_scatter_tensor, the
+// counterpart of all_gather_into_tensor): `input` (data's dtype and device,
+// group size x output.numel() elements, any layout) holds one block per
+// rank end to end, and group rank r's `output` = reduction over all ranks of
+// their input's r-th block. `input` is left as it was.
+void reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input,
+                           const std::string& op = "sum", const GroupPtr& group = nullptr);
+WorkPtr reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor& input,
+                                    const std::string& op = "sum", const GroupPtr& group = nullptr);
+
 // Group rank r's outputs[s] receives rank s's inputs[r]; all tensors on all
 // ranks share one shape and dtype.
 void all_to_all(std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,

@@ -122,6 +122,10 @@ class RecordingBackend : public Backend {
     return track(collective("reduce_scatter", output, -1, op),
                  [&] { return inner_->reduce_scatter(output, inputs, op); });
   }
+  WorkPtr reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, ReduceOp op) override {
+    return track(collective("reduce_scatter", output, -1, op),
+                 [&] { return inner_->reduce_scatter_tensor(output, input, op); });
+  }
   WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
                      const std::vector<at::Tensor>& inputs) override {
     return track(collective("all_to_all", inputs.empty() ? at::Tensor() : inputs[0]),

@@ -126,8 +126,11 @@ TEST(Process, ReduceScatterGivesRankKTheReferenceOfChunkK) {
       mine.push_back(cases::laid_out(cases::input_for(c, me, k + 1), c.contiguous));
     at::Tensor out = cases::laid_out(at::zeros(c.shape, at::TensorOptions(c.dtype)), c.contiguous);
     dist::reduce_scatter(out, mine, c.op);
-    EXPECT_TRUE(cases::bit_equal(out, cases::reduce_reference(all_inputs(c, me + 1), c.op)))
-        << "reduce_scatter " << name_of(c);
+    const at::Tensor expected = cases::reduce_reference(all_inputs(c, me + 1), c.op);
+    EXPECT_TRUE(cases::bit_equal(out, expected)) << "reduce_scatter " << name_of(c);
+    at::Tensor from_one = at::zeros_like(out);
+    dist::reduce_scatter_tensor(from_one, at::stack(mine), c.op);
+    EXPECT_TRUE(cases::bit_equal(from_one, expected)) << "reduce_scatter_tensor " << name_of(c);
   }
 }
 

@@ -33,7 +33,8 @@ struct Descriptor {
   std::function<int64_t(const Buffers&, int rank, int n)> count_wrong;
 };
 
-// all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all.
+// all_reduce, broadcast, reduce, all_gather, reduce_scatter (list and one-tensor
+// forms), all_to_all.
 std::vector<Descriptor> all_descriptors();
 
 }  // namespace bench

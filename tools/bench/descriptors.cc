@@ -74,16 +74,25 @@ Descriptor all_gather() {
           }};
 }
 
-Descriptor reduce_scatter() {
-  return {"reduce_scatter", gather_factor,
-          [](int rank, int n, int64_t bytes) {
+// The list form, or (`one_tensor`) the form that reads every block from one
+// input tensor, as FSDP's gradient reduction calls it.
+Descriptor reduce_scatter(bool one_tensor) {
+  return {one_tensor ? "reduce_scatter_tensor" : "reduce_scatter", gather_factor,
+          [one_tensor](int rank, int n, int64_t bytes) {
             Buffers b;
             const int64_t count = floats(bytes / n);
             for (int k = 0; k < n; ++k) b.inputs.push_back(pattern(count, rank + 10 * k));
+            if (one_tensor) b.input = at::cat(b.inputs);
             b.output = at::zeros({count});
             return b;
           },
-          [](Buffers& b) { dist::reduce_scatter(b.output, b.inputs); },
+          [one_tensor](Buffers& b) {
+            if (one_tensor) {
+              dist::reduce_scatter_tensor(b.output, b.input);
+            } else {
+              dist::reduce_scatter(b.output, b.inputs);
+            }
+          },
           [](const Buffers& b, int rank, int n) {
             return wrong(b.output, sum_of_patterns(b.output.numel(), n, 10 * rank));
           }};
@@ -112,7 +121,8 @@ Descriptor all_to_all() {
 }  // namespace
 
 std::vector<Descriptor> all_descriptors() {
-  return {all_reduce(), broadcast(), reduce(), all_gather(), reduce_scatter(), all_to_all()};
+  return {all_reduce(),          broadcast(),          reduce(),    all_gather(),
+          reduce_scatter(false), reduce_scatter(true), all_to_all()};
 }
 
 }  // namespace bench

@@ -352,8 +352,19 @@ WorkPtr GlooBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& 
 WorkPtr GlooBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                     ReduceOp op) {
   if (output.numel() == 0) return nothing_to_move();
-  // Gloo has no reduce_scatter: all-reduce everything, keep this rank's chunk.
-  at::Tensor all = torch::utils::flatten_dense_tensors(inputs);
+  return reduce_scatter_through_all_reduce(output, torch::utils::flatten_dense_tensors(inputs), op);
+}
+
+WorkPtr GlooBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input,
+                                           ReduceOp op) {
+  if (output.numel() == 0) return nothing_to_move();
+  return reduce_scatter_through_all_reduce(output, input.reshape({-1}).clone(), op);
+}
+
+// Gloo has no reduce_scatter: all-reduce everything, keep this rank's chunk.
+// `all` is a flat buffer of this call's own, overwritten.
+WorkPtr GlooBackend::reduce_scatter_through_all_reduce(const at::Tensor& output, at::Tensor all,
+                                                       ReduceOp op) {
   WorkPtr reduced = all_reduce(all, op);
   const int64_t count = output.numel();
   const int64_t offset = rank_ * count;

@@ -50,6 +50,7 @@ class GlooBackend : public Backend {
   WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) override;
   WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                          ReduceOp op) override;
+  WorkPtr reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, ReduceOp op) override;
   WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
                      const std::vector<at::Tensor>& inputs) override;
   WorkPtr barrier() override;
@@ -64,6 +65,7 @@ class GlooBackend : public Backend {
     ReduceOp op;
   };
   Reduction staged(const at::Tensor& tensor, ReduceOp op) const;
+  WorkPtr reduce_scatter_through_all_reduce(const at::Tensor& output, at::Tensor all, ReduceOp op);
   WorkPtr wrap(c10::intrusive_ptr<c10d::Work> work, const char* what,
                std::function<void()> on_success = nullptr) const;
   // A call of the adapter's own pairs: its waiters let the pairs spin.

@@ -338,9 +338,13 @@ WorkPtr MpiBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& i
 
 WorkPtr MpiBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                    ReduceOp op) {
+  return reduce_scatter_tensor(output, packed(inputs), op);
+}
+
+WorkPtr MpiBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& buffer,
+                                          ReduceOp op) {
   const auto type = datatype_of(output.scalar_type(), rank_);
   const auto mpi_op = op_of(output.scalar_type(), op, rank_);
-  const at::Tensor buffer = packed(inputs);
   MPI_Request request;
   check(MPI_Ireduce_scatter_block(data(buffer), data(output), count_of(output), type, mpi_op, comm_,
                                   &request),

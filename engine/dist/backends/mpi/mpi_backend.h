@@ -59,6 +59,7 @@ class MpiBackend : public Backend {
   WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) override;
   WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                          ReduceOp op) override;
+  WorkPtr reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, ReduceOp op) override;
   WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
                      const std::vector<at::Tensor>& inputs) override;
   WorkPtr barrier() override;

@@ -252,13 +252,18 @@ WorkPtr NcclBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& 
 
 WorkPtr NcclBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                     ReduceOp op) {
+  return reduce_scatter_tensor(output, torch::utils::flatten_dense_tensors(inputs), op);
+}
+
+WorkPtr NcclBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input,
+                                           ReduceOp op) {
   check_cuda(output);
-  const at::Tensor packed = torch::utils::flatten_dense_tensors(inputs);
-  check(ncclReduceScatter(packed.data_ptr(), output.data_ptr(), count_of(output),
+  check_cuda(input);
+  check(ncclReduceScatter(input.data_ptr(), output.data_ptr(), count_of(output),
                           datatype_of(output.scalar_type(), rank_),
                           op_of(output.scalar_type(), op, rank_), comm_, stream_),
         "reduce_scatter", rank_);
-  return enqueued("reduce_scatter", {packed, output});
+  return enqueued("reduce_scatter", {input, output});
 }
 
 WorkPtr NcclBackend::all_to_all(std::vector<at::Tensor>& outputs,
