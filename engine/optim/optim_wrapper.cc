@@ -8,8 +8,12 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
+#include "engine/optim/grad_norm.h"
 
 namespace engine::optim {
 namespace {
@@ -105,10 +109,48 @@ void OptimWrapper::clip_gradients() {
   if (with_grad.empty()) return;
   const ClipGrad& clip = *options_.clip_grad;
   if (clip.kind == ClipGrad::Kind::kNorm) {
-    torch::nn::utils::clip_grad_norm_(with_grad, clip.max_norm, clip.norm_type);
+    last_grad_norm_ = clip_by_global_norm(with_grad, clip);
   } else {
     torch::nn::utils::clip_grad_value_(with_grad, clip.clip_value);
   }
+}
+
+// torch's clip_grad_norm_ where every gradient is this rank's own; where a
+// GradNormSource holds some, their share comes from it (a collective, in the
+// order the sources first appear among the parameters, alike on every rank)
+// and the parameters outside any source count as replicated: once.
+double OptimWrapper::clip_by_global_norm(const std::vector<at::Tensor>& params,
+                                         const ClipGrad& clip) {
+  std::vector<GradNormSource*> sources;
+  std::vector<std::vector<at::Tensor>> owned;
+  std::vector<at::Tensor> local_grads;
+  for (const auto& param : params) {
+    GradNormSource* source = grad_norm_source_of(param);
+    if (source == nullptr) {
+      local_grads.push_back(param.grad());
+      continue;
+    }
+    auto it = std::find(sources.begin(), sources.end(), source);
+    if (it == sources.end()) {
+      sources.push_back(source);
+      owned.emplace_back();
+      it = sources.end() - 1;
+    }
+    owned[it - sources.begin()].push_back(param);
+  }
+  if (sources.empty()) {
+    return torch::nn::utils::clip_grad_norm_(params, clip.max_norm, clip.norm_type);
+  }
+  const bool infinite = std::isinf(clip.norm_type);
+  double total = local_power_sum(local_grads, clip.norm_type);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const double share = sources[i]->global_power_sum(owned[i], clip.norm_type);
+    total = infinite ? std::max(total, share) : total + share;
+  }
+  const double norm = infinite ? total : std::pow(total, 1.0 / clip.norm_type);
+  const double coefficient = std::min(clip.max_norm / (norm + 1e-6), 1.0);
+  for (const auto& param : params) param.grad().mul_(coefficient);
+  return norm;
 }
 
 void OptimWrapper::save(torch::serialize::OutputArchive& archive) const {

@@ -67,6 +67,10 @@ class OptimWrapper {
   NoSyncScope optim_context(GradSyncSwitch* model) const;
 
   int64_t inner_count() const { return inner_count_; }
+  // The total gradient norm the last clipping by norm measured (before
+  // clipping; mmengine logs it as grad_norm): over every rank's share where
+  // a sharding wrapper holds the parameters (engine/optim/grad_norm.h).
+  std::optional<double> last_grad_norm() const { return last_grad_norm_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
 
   // The optimizer's state (mmengine's state_dict is the optimizer's).
@@ -75,11 +79,13 @@ class OptimWrapper {
 
  private:
   void clip_gradients();
+  double clip_by_global_norm(const std::vector<at::Tensor>& params, const ClipGrad& clip);
 
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   OptimWrapperOptions options_;
   int64_t inner_count_ = 0;
   int64_t max_counts_ = -1;  // -1: unknown, every group is full
+  std::optional<double> last_grad_norm_;
 };
 
 }  // namespace engine::optim
