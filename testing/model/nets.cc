@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "engine/model/batch_norm.h"
+#include "engine/model/unit_call.h"
 
 namespace nets {
 
@@ -53,23 +54,32 @@ TestNet::TestNet(const NetSpec& spec) : spec_(spec) {
   to(torch::kDouble);
 }
 
+// Each layer runs through call_unit, so that a sharding wrapper may make it
+// a unit of its own (elsewhere call_unit is the plain call).
 engine::model::TensorDict TestNet::forward(const engine::model::TensorDict& data,
                                            engine::model::ForwardMode mode) {
   at::Tensor x = data.at("inputs");
   const at::Tensor& mask = data.at("head_mask");
   size_t next = 0;
+  auto run = [&](size_t layer, auto* typed) {
+    return engine::model::call_unit(*layers_[layer], [&] { return typed->forward(x); });
+  };
   if (spec_.image > 0) {
-    x = torch::tanh(layers_[next++]->as<torch::nn::Conv2d>()->forward(x)).flatten(1);
+    x = torch::tanh(run(next, layers_[next]->as<torch::nn::Conv2d>())).flatten(1);
+    ++next;
   }
-  for (size_t i = 0; i < spec_.trunk.size(); ++i) {
-    x = torch::tanh(layers_[next++]->as<torch::nn::Linear>()->forward(x));
-    if (i == 0 && spec_.batch_norm) x = layers_[next++]->as<engine::model::BatchNorm>()->forward(x);
+  for (size_t i = 0; i < spec_.trunk.size(); ++i, ++next) {
+    x = torch::tanh(run(next, layers_[next]->as<torch::nn::Linear>()));
+    if (i == 0 && spec_.batch_norm) {
+      ++next;
+      x = run(next, layers_[next]->as<engine::model::BatchNorm>());
+    }
   }
   at::Tensor out = torch::zeros({x.size(0), spec_.outputs}, x.options());
   for (int64_t h = 0; h < spec_.heads; ++h, ++next) {
     at::Tensor column = mask.select(1, h).unsqueeze(1);
     if (!column.any().item<bool>()) continue;
-    out = out + column * layers_[next]->as<torch::nn::Linear>()->forward(x);
+    out = out + column * run(next, layers_[next]->as<torch::nn::Linear>());
   }
   if (mode == engine::model::ForwardMode::kLoss) {
     return {{"loss", torch::mse_loss(out, data.at("target"))}};

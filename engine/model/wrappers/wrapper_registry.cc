@@ -1,6 +1,7 @@
 #include "engine/model/wrappers/wrapper_registry.h"
 
 #include "engine/model/wrappers/distributed_data_parallel.h"
+#include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/separate_distributed_data_parallel.h"
 
 namespace engine::model {
@@ -26,8 +27,50 @@ std::shared_ptr<ModelWrapper> build(registry::ConfigReader& config,
   return std::make_shared<Wrapper>(std::move(module), ddp_options(config));
 }
 
+// auto_wrap_policy: {"type": "size_based_auto_wrap_policy", "min_num_params": N}
+// or {"type": "ModuleWrapPolicy", "module_classes": ["Linear", ...]}, after
+// torch.distributed.fsdp.wrap's names.
+sharding::WrapPolicy wrap_policy(registry::ConfigReader& config) {
+  sharding::WrapPolicy policy;
+  const auto section = config.object("auto_wrap_policy");
+  if (!section) return policy;
+  registry::ConfigReader reader(*section, config.section() + ".auto_wrap_policy");
+  const auto type = reader.require<std::string>("type");
+  if (type == "size_based_auto_wrap_policy") {
+    policy.min_num_params = reader.require<int64_t>("min_num_params");
+    if (policy.min_num_params <= 0) reader.fail("key \"min_num_params\" must be positive");
+  } else if (type == "ModuleWrapPolicy") {
+    const auto classes = reader.require<registry::Json>("module_classes");
+    if (!classes.is_array()) reader.fail("key \"module_classes\" must be an array of type names");
+    for (const auto& name : classes) {
+      if (!name.is_string()) reader.fail("key \"module_classes\" holds " + name.dump());
+      policy.module_types.push_back(name.get<std::string>());
+    }
+  } else {
+    reader.fail("has the unknown type \"" + type +
+                "\"; known types: size_based_auto_wrap_policy, ModuleWrapPolicy");
+  }
+  reader.finish();
+  return policy;
+}
+
+std::shared_ptr<ModelWrapper> build_fsdp(registry::ConfigReader& config,
+                                         std::shared_ptr<BaseModel> module) {
+  FSDPOptions options;
+  options.sharding_strategy =
+      parse_sharding_strategy(config.get<std::string>("sharding_strategy", "FULL_SHARD"));
+  options.auto_wrap_policy = wrap_policy(config);
+  options.sync_module_states = config.get("sync_module_states", options.sync_module_states);
+  options.hybrid_shard_size = config.get("hybrid_shard_size", options.hybrid_shard_size);
+  // Accepted for mmengine configs; the wrapper always keeps the original
+  // parameters (one shard tensor per parameter).
+  config.get("use_orig_params", true);
+  return std::make_shared<MMFullyShardedDataParallel>(std::move(module), options);
+}
+
 void add_builtin_wrappers(ModelWrapperRegistry& registry) {
   registry.add("MMDistributedDataParallel", build<MMDistributedDataParallel>);
+  registry.add("MMFullyShardedDataParallel", build_fsdp);
   registry.add("MMSeparateDistributedDataParallel", build<MMSeparateDistributedDataParallel>);
 }
 

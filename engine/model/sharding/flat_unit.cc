@@ -1,0 +1,192 @@
+#include "engine/model/sharding/flat_unit.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/dist/collectives.h"
+#include "engine/dist/errors.h"
+#include "engine/dist/info.h"
+#include "engine/optim/grad_norm.h"
+
+namespace engine::model::sharding {
+namespace {
+
+void check_one_dtype_and_device(const std::string& unit, const std::vector<UnitParameter>& params) {
+  for (const auto& param : params) {
+    const at::Tensor& first = params.front().tensor;
+    if (param.tensor.scalar_type() == first.scalar_type() &&
+        param.tensor.device() == first.device()) {
+      continue;
+    }
+    throw dist::InvalidArgument(dist::on_rank(
+        dist::get_rank(), "sharding unit \"" + unit +
+                              "\" mixes parameters of different dtype or "
+                              "device (\"" +
+                              params.front().name + "\" and \"" + param.name +
+                              "\"); one flat buffer carries a unit: put them in different units"));
+  }
+}
+
+}  // namespace
+
+void GatheredMeter::add(int64_t bytes) {
+  current += bytes;
+  peak = std::max(peak, current);
+}
+
+void GatheredMeter::remove(int64_t bytes) { current -= bytes; }
+
+FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
+                   GatheredMeter* meter)
+    : name_(std::move(name)),
+      params_(std::move(params)),
+      groups_(std::move(groups)),
+      meter_(meter) {
+  if (params_.empty()) return;
+  check_one_dtype_and_device(name_, params_);
+  if (groups_.shard) {
+    shard_size_ = groups_.shard->size();
+    shard_rank_ = groups_.shard->rank();
+  }
+  for (const auto& param : params_) {
+    layouts_.push_back(shard_layout(param.tensor.sizes(), shard_size_));
+    offsets_.push_back(block_numel_);
+    block_numel_ += layouts_.back().shard_numel();
+  }
+  const at::TensorOptions options = params_.front().tensor.options().requires_grad(false);
+  flat_shard_ = at::empty({block_numel_}, options);
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor& param = params_[i].tensor;
+    at::Tensor shard = flat_shard_.narrow(0, offsets_[i], layouts_[i].shard_numel());
+    copy_shard(param.detach(), layouts_[i], shard_rank_, shard);
+    full_.push_back(at::empty(param.sizes(), options));
+    free_full(i);
+    param.set_data(shard.view(layouts_[i].shard_sizes()));
+  }
+  shard_grads_.resize(params_.size());
+  unsharded_grads_.resize(params_.size());
+}
+
+FlatUnit::~FlatUnit() {
+  if (gathered_) meter_->remove(full_bytes());
+}
+
+int64_t FlatUnit::shard_bytes() const {
+  return flat_shard_.defined() ? flat_shard_.numel() * flat_shard_.element_size() : 0;
+}
+
+int64_t FlatUnit::full_bytes() const {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    bytes += layouts_[i].full_numel() * static_cast<int64_t>(full_[i].element_size());
+  }
+  return bytes;
+}
+
+void FlatUnit::allocate_full(size_t param) {
+  c10::StorageImpl* storage = full_[param].storage().unsafeGetStorageImpl();
+  const size_t bytes = layouts_[param].full_numel() * full_[param].element_size();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
+
+void FlatUnit::free_full(size_t param) { full_[param].storage().unsafeGetStorageImpl()->reset(); }
+
+void FlatUnit::gather() {
+  if (!sharded() || gathered_) return;
+  at::Tensor blocks = at::empty({shard_size_, block_numel_}, flat_shard_.options());
+  dist::all_gather_into_tensor(blocks, flat_shard_, groups_.shard);
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    allocate_full(i);
+    copy_from_blocks(blocks, offsets_[i], layouts_[i], full_[i].view({-1}));
+    params_[i].tensor.set_data(full_[i]);
+  }
+  gathered_ = true;
+  meter_->add(full_bytes());
+}
+
+void FlatUnit::reshard() {
+  if (!gathered_) return;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].tensor.set_data(flat_shard_.narrow(0, offsets_[i], layouts_[i].shard_numel())
+                                   .view(layouts_[i].shard_sizes()));
+    free_full(i);
+  }
+  gathered_ = false;
+  meter_->remove(full_bytes());
+}
+
+void FlatUnit::expose_unsharded_grads() {
+  if (grads_exposed_) return;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor& grad = params_[i].tensor.mutable_grad();
+    shard_grads_[i] = grad;
+    grad = unsharded_grads_[i];
+  }
+  grads_exposed_ = true;
+}
+
+void FlatUnit::launch_reduction() {
+  if (params_.empty()) return;
+  at::Tensor blocks = at::zeros({shard_size_, block_numel_}, flat_shard_.options());
+  had_grads_.assign(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const at::Tensor& grad = params_[i].tensor.grad();
+    had_grads_[i] = grad.defined();
+    if (grad.defined()) copy_into_blocks(grad.reshape({-1}), offsets_[i], layouts_[i], blocks);
+    params_[i].tensor.mutable_grad() = at::Tensor();
+    unsharded_grads_[i] = at::Tensor();
+  }
+  blocks.div_(groups_.world_size);
+  reduced_ = at::empty({block_numel_}, flat_shard_.options());
+  if (sharded()) {
+    reduction_ = dist::reduce_scatter_tensor_async(reduced_, blocks, "sum", groups_.shard);
+  } else {
+    reduced_.copy_(blocks[0]);
+  }
+}
+
+void FlatUnit::finish_reduction(const std::vector<bool>& used) {
+  if (params_.empty()) return;
+  if (reduction_) reduction_->wait();
+  reduction_.reset();
+  if (groups_.replica) dist::all_reduce(reduced_, "sum", groups_.replica);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].tensor.requires_grad() || !used[i]) continue;
+    const at::Tensor piece =
+        reduced_.narrow(0, offsets_[i], layouts_[i].shard_numel()).view(layouts_[i].shard_sizes());
+    if (shard_grads_[i].defined()) {
+      shard_grads_[i].add_(piece);
+    } else {
+      shard_grads_[i] = piece.clone();
+    }
+  }
+  reduced_ = at::Tensor();
+  restore_shard_grads();
+}
+
+void FlatUnit::keep_unsharded_grads() {
+  for (size_t i = 0; i < params_.size(); ++i) unsharded_grads_[i] = params_[i].tensor.grad();
+  restore_shard_grads();
+}
+
+void FlatUnit::restore_shard_grads() {
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].tensor.mutable_grad() = shard_grads_[i];
+  grads_exposed_ = false;
+}
+
+double FlatUnit::local_power_sum(const std::vector<at::Tensor>& params, double norm_type) const {
+  std::vector<at::Tensor> grads;
+  for (const auto& param : params_) {
+    const bool asked = std::any_of(params.begin(), params.end(),
+                                   [&](const at::Tensor& p) { return p.is_same(param.tensor); });
+    if (asked) grads.push_back(param.tensor.grad());
+  }
+  return optim::local_power_sum(grads, norm_type);
+}
+
+}  // namespace engine::model::sharding

@@ -1,0 +1,123 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/dist/group.h"
+#include "engine/dist/work.h"
+#include "engine/model/sharding/shard_layout.h"
+
+namespace engine::model::sharding {
+
+struct UnitParameter {
+  std::string name;
+  at::Tensor tensor;  // the module's own parameter; set_data moves it
+};
+
+// The groups a unit's parameters live on. Parameters are sharded over
+// `shard` (nullptr: this rank alone, the parameters stay whole) and
+// replicated over `replica` (nullptr: no replicas). A gradient is the mean
+// over `world_size` ranks: divided by it, then summed over both groups.
+struct UnitGroups {
+  dist::GroupPtr shard;
+  dist::GroupPtr replica;
+  int world_size = 1;
+};
+
+// Bytes of gathered parameters a wrapper holds now, and the most it held.
+struct GatheredMeter {
+  int64_t current = 0;
+  int64_t peak = 0;
+  void add(int64_t bytes);
+  void remove(int64_t bytes);
+};
+
+// One sharding unit: parameters that are gathered together in one
+// all-gather and whose gradients are reduced together in one
+// reduce-scatter, each laid out as ShardLayout says, end to end in a flat
+// buffer of block_numel() elements per rank.
+//
+// At rest every parameter's data is its shard (a view into the unit's flat
+// shard, so the optimizer steps the shards in place and sees one tensor per
+// original parameter) and its .grad the sharded gradient. gather() points the
+// parameters at full tensors; reshard() points them back and frees the full
+// tensors' storage (views saved by autograd keep the storage object, which
+// the next gather fills again, as FSDP's storage resizing does).
+//
+// The gradient side: expose_unsharded_grads() before a backward hands the
+// parameters their full-size gradients (kept across no_sync backwards),
+// launch_reduction() packs them and starts the reduce-scatter,
+// finish_reduction() adds the result into the sharded gradients of the
+// parameters some rank had a gradient for, and
+// keep_unsharded_grads() ends a backward without communication.
+//
+// Collective calls (gather, launch_reduction, finish_reduction) must come in
+// the same order on every rank of the unit's groups. Not thread-safe.
+class FlatUnit {
+ public:
+  // Collective-free: takes each parameter's current (full) data as the
+  // values to shard. All parameters share one dtype and device, else
+  // InvalidArgument naming the unit.
+  FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
+           GatheredMeter* meter);
+  ~FlatUnit();
+  FlatUnit(const FlatUnit&) = delete;
+  FlatUnit& operator=(const FlatUnit&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::vector<UnitParameter>& parameters() const { return params_; }
+  const ShardLayout& layout(size_t param) const { return layouts_[param]; }
+  const UnitGroups& groups() const { return groups_; }
+  bool sharded() const { return shard_size_ > 1; }
+  bool gathered() const { return gathered_; }
+  int64_t block_numel() const { return block_numel_; }
+  // Bytes of this rank's shards, and of the full parameters.
+  int64_t shard_bytes() const;
+  int64_t full_bytes() const;
+
+  void gather();
+  void reshard();
+
+  void expose_unsharded_grads();
+  void launch_reduction();
+  // Which parameters had a gradient when the reduction was launched.
+  const std::vector<bool>& had_grads() const { return had_grads_; }
+  // `used[i]`: whether any rank had parameter i's gradient; the others keep
+  // their sharded gradient as it was (undefined until first used, as in one
+  // process, so that an optimizer skips them alike).
+  void finish_reduction(const std::vector<bool>& used);
+  void keep_unsharded_grads();
+
+  // sum |g|^p over this rank's sharded gradients of `params` (members of
+  // this unit; others are ignored); max |g| for an infinite p.
+  double local_power_sum(const std::vector<at::Tensor>& params, double norm_type) const;
+
+ private:
+  void allocate_full(size_t param);
+  void free_full(size_t param);
+  void restore_shard_grads();
+
+  std::string name_;
+  std::vector<UnitParameter> params_;
+  UnitGroups groups_;
+  GatheredMeter* meter_;
+  int shard_size_ = 1;
+  int shard_rank_ = 0;
+  std::vector<ShardLayout> layouts_;
+  std::vector<int64_t> offsets_;
+  int64_t block_numel_ = 0;
+  at::Tensor flat_shard_;
+  std::vector<at::Tensor> full_;  // storage allocated only while gathered
+  bool gathered_ = false;
+  bool grads_exposed_ = false;
+  std::vector<at::Tensor> shard_grads_;
+  std::vector<at::Tensor> unsharded_grads_;
+  std::vector<bool> had_grads_;
+  at::Tensor reduced_;
+  dist::WorkPtr reduction_;
+};
+
+}  // namespace engine::model::sharding

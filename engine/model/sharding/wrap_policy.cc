@@ -1,0 +1,75 @@
+#include "engine/model/sharding/wrap_policy.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace engine::model::sharding {
+namespace {
+
+using Taken = std::unordered_set<const c10::TensorImpl*>;
+
+bool listed(const std::vector<const torch::nn::Module*>& modules, const torch::nn::Module* m) {
+  return std::find(modules.begin(), modules.end(), m) != modules.end();
+}
+
+std::vector<UnitParameter> untaken(const torch::nn::Module& module, const std::string& prefix,
+                                   const Taken& taken) {
+  std::vector<UnitParameter> params;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    if (taken.count(item.value().unsafeGetTensorImpl()) == 0) {
+      params.push_back({prefix.empty() ? item.key() : prefix + "." + item.key(), item.value()});
+    }
+  }
+  return params;
+}
+
+bool chosen(const WrapPolicy& policy, const torch::nn::Module& module,
+            const std::vector<UnitParameter>& params) {
+  if (listed(policy.modules, &module)) return true;
+  const std::string type = short_type_name(module);
+  for (const auto& name : policy.module_types) {
+    if (name == type || name == module.name()) return true;
+  }
+  if (policy.min_num_params <= 0) return false;
+  int64_t count = 0;
+  for (const auto& param : params) count += param.tensor.numel();
+  return count >= policy.min_num_params;
+}
+
+}  // namespace
+
+std::string short_type_name(const torch::nn::Module& module) {
+  std::string name = module.name();
+  const auto colon = name.rfind("::");
+  if (colon != std::string::npos) name = name.substr(colon + 2);
+  const std::string suffix = "Impl";
+  if (name.size() > suffix.size() &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    name.resize(name.size() - suffix.size());
+  }
+  return name;
+}
+
+std::vector<UnitPlan> plan_units(torch::nn::Module& root, const WrapPolicy& policy,
+                                 const std::vector<const torch::nn::Module*>& ignored) {
+  Taken taken;
+  for (const auto* module : ignored) {
+    for (const auto& param : module->parameters()) taken.insert(param.unsafeGetTensorImpl());
+  }
+  const auto modules = root.named_modules("", /*include_self=*/false);
+  // Inner modules before the ones that hold them: reverse registration order.
+  std::vector<UnitPlan> units;
+  for (size_t k = modules.size(); k-- > 0;) {
+    const auto& item = modules[k];
+    if (listed(ignored, item.value().get())) continue;
+    std::vector<UnitParameter> params = untaken(*item.value(), item.key(), taken);
+    if (params.empty() || !chosen(policy, *item.value(), params)) continue;
+    for (const auto& param : params) taken.insert(param.tensor.unsafeGetTensorImpl());
+    units.push_back({item.key(), item.value().get(), std::move(params)});
+  }
+  std::reverse(units.begin(), units.end());
+  units.insert(units.begin(), UnitPlan{"", &root, untaken(root, "", taken)});
+  return units;
+}
+
+}  // namespace engine::model::sharding

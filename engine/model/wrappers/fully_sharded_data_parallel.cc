@@ -1,0 +1,401 @@
+#include "engine/model/wrappers/fully_sharded_data_parallel.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <unordered_map>
+
+#include "engine/dist/collectives.h"
+#include "engine/dist/errors.h"
+#include "engine/dist/info.h"
+#include "engine/model/wrappers/distributed_data_parallel.h"
+#include "engine/model/wrappers/parameter_sync.h"
+#include "engine/optim/optim_wrapper.h"
+
+namespace engine::model {
+namespace {
+
+using AccumulatorOf =
+    std::unordered_map<const c10::TensorImpl*, std::shared_ptr<torch::autograd::Node>>;
+
+constexpr const char* kWrapper = "MMFullyShardedDataParallel";
+
+// The gradient accumulators of the trainable parameters, made while the
+// parameters still have their full shape: autograd checks every incoming
+// gradient against the shape its accumulator saw first.
+AccumulatorOf full_shape_accumulators(torch::nn::Module& module) {
+  AccumulatorOf accumulators;
+  for (const auto& param : module.parameters()) {
+    if (!param.requires_grad()) continue;
+    accumulators[param.unsafeGetTensorImpl()] = torch::autograd::impl::grad_accumulator(param);
+  }
+  return accumulators;
+}
+
+std::vector<NamedParameter> all_parameters(torch::nn::Module& module) {
+  std::vector<NamedParameter> params;
+  for (const auto& item : module.named_parameters()) params.push_back({item.key(), item.value()});
+  return params;
+}
+
+// Shard groups of `shard_size` consecutive ranks and replica groups of the
+// ranks with the same place in theirs, made on every rank in one order;
+// this rank's pair (the replica group nullptr when it would hold one rank).
+std::pair<dist::GroupPtr, dist::GroupPtr> hybrid_groups(const dist::GroupPtr& group,
+                                                        int shard_size) {
+  const int rank = group->my_global_rank();
+  if (group != dist::get_default_group()) {
+    throw dist::InvalidArgument(dist::on_rank(
+        rank, std::string(kWrapper) + ": HYBRID_SHARD builds its shard and replica groups from "
+                                      "the default group; leave process_group unset"));
+  }
+  const int world = group->size();
+  const int size = shard_size > 0 ? shard_size : dist::get_local_size();
+  if (size <= 0 || world % size != 0) {
+    throw dist::InvalidArgument(dist::on_rank(
+        rank, std::string(kWrapper) + ": HYBRID_SHARD needs the world size (" +
+                  std::to_string(world) + ") to be a multiple of the shard group size (" +
+                  std::to_string(size) + "); set hybrid_shard_size to a divisor of it"));
+  }
+  dist::GroupPtr shard, replica;
+  for (int first = 0; first < world; first += size) {
+    std::vector<int> ranks(size);
+    for (int i = 0; i < size; ++i) ranks[i] = first + i;
+    auto made = dist::new_group(ranks);
+    if (made->is_member()) shard = made;
+  }
+  for (int place = 0; place < size; ++place) {
+    std::vector<int> ranks;
+    for (int r = place; r < world; r += size) ranks.push_back(r);
+    auto made = dist::new_group(ranks);
+    if (made->is_member()) replica = made;
+  }
+  return {shard, replica->size() > 1 ? replica : nullptr};
+}
+
+}  // namespace
+
+ShardingStrategy parse_sharding_strategy(const std::string& name) {
+  std::string upper = name;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  if (upper == "FULL_SHARD") return ShardingStrategy::kFullShard;
+  if (upper == "SHARD_GRAD_OP") return ShardingStrategy::kShardGradOp;
+  if (upper == "NO_SHARD") return ShardingStrategy::kNoShard;
+  if (upper == "HYBRID_SHARD") return ShardingStrategy::kHybridShard;
+  throw dist::InvalidArgument(dist::on_rank(
+      dist::get_rank(), "unknown sharding_strategy \"" + name +
+                            "\"; known: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD"));
+}
+
+MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module,
+                                                       FSDPOptions options)
+    : ModelWrapper(std::move(module)), options_(std::move(options)) {
+  DDPOptions group_only;
+  group_only.process_group = options_.process_group;
+  group_ = wrapper_group(group_only, kWrapper);
+  const dist::GroupPtr& group = group_;
+  verify_same_parameters(all_parameters(this->module()), group);
+  if (options_.sync_module_states) {
+    std::vector<at::Tensor> tensors;
+    for (const auto& param : this->module().parameters()) tensors.push_back(param);
+    for (const auto& buffer : this->module().buffers()) tensors.push_back(buffer);
+    broadcast_from_first_rank(tensors, group);
+  }
+  AccumulatorOf accumulators = full_shape_accumulators(this->module());
+  build_units(group);
+  std::vector<std::shared_ptr<torch::autograd::Node>> per_param;
+  for (const auto& unit : units_) {
+    for (const auto& param : unit->parameters()) {
+      if (param.tensor.requires_grad()) {
+        per_param.push_back(accumulators.at(param.tensor.unsafeGetTensorImpl()));
+      }
+    }
+  }
+  register_hooks(per_param);
+  for (size_t u = 1; u < units_.size(); ++u) {
+    if (unit_modules_[u]) attach_unit_handler(unit_modules_[u], this);
+  }
+  optim::attach_grad_sync(this, this);
+  optim::attach_grad_sync(&this->module(), this);
+  for (const auto& unit : units_) {
+    for (const auto& param : unit->parameters()) optim::attach_grad_norm_source(param.tensor, this);
+  }
+}
+
+MMFullyShardedDataParallel::~MMFullyShardedDataParallel() {
+  for (size_t i = 0; i < hooked_.size(); ++i) hooked_[i]->del_post_hook(hook_keys_[i]);
+  for (size_t u = 1; u < units_.size(); ++u) {
+    if (unit_modules_[u]) detach_unit_handler(unit_modules_[u]);
+  }
+  optim::detach_grad_sync(this);
+  optim::detach_grad_sync(&module());
+  for (const auto& unit : units_) {
+    for (const auto& param : unit->parameters()) optim::detach_grad_norm_source(param.tensor);
+  }
+}
+
+void MMFullyShardedDataParallel::build_units(const dist::GroupPtr& group) {
+  sharding::UnitGroups replicated{nullptr, group, group->size()};
+  sharding::UnitGroups sharded{group, nullptr, group->size()};
+  if (options_.sharding_strategy == ShardingStrategy::kNoShard) sharded = replicated;
+  if (options_.sharding_strategy == ShardingStrategy::kHybridShard) {
+    std::tie(sharded.shard, sharded.replica) = hybrid_groups(group, options_.hybrid_shard_size);
+  }
+  sharded_norm_group_ = sharded.shard;
+  for (auto& plan :
+       sharding::plan_units(module(), options_.auto_wrap_policy, options_.ignored_modules)) {
+    units_.push_back(
+        std::make_unique<sharding::FlatUnit>(plan.name, std::move(plan.params), sharded, &meter_));
+    unit_modules_.push_back(plan.module);
+  }
+  std::unordered_map<const c10::TensorImpl*, std::string> names;
+  for (const auto& item : module().named_parameters()) {
+    names[item.value().unsafeGetTensorImpl()] = item.key();
+  }
+  std::vector<sharding::UnitParameter> ignored;
+  for (const auto* owner : options_.ignored_modules) {
+    for (const auto& param : owner->parameters()) {
+      ignored.push_back({names.at(param.unsafeGetTensorImpl()), param});
+    }
+  }
+  if (!ignored.empty()) {
+    units_.push_back(std::make_unique<sharding::FlatUnit>("(ignored modules)", std::move(ignored),
+                                                          replicated, &meter_));
+    unit_modules_.push_back(nullptr);
+  }
+  entered_.assign(units_.size(), false);
+  for (size_t u = units_.size(); u-- > 0;) launch_order_.push_back(u);
+  for (const auto& unit : units_) {
+    size_t trainable = 0;
+    for (const auto& param : unit->parameters()) trainable += param.tensor.requires_grad();
+    trainable_.push_back(trainable);
+    has_frozen_.push_back(trainable < unit->parameters().size());
+  }
+  pending_grads_ = trainable_;
+}
+
+void MMFullyShardedDataParallel::register_hooks(
+    const std::vector<std::shared_ptr<torch::autograd::Node>>& accumulators) {
+  size_t next = 0;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    for (size_t k = 0; k < trainable_[u]; ++k) {
+      const auto& accumulator = accumulators[next++];
+      hook_keys_.push_back(
+          accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+              [this, u](const torch::autograd::variable_list& outputs,
+                        const torch::autograd::variable_list&) {
+                on_grad_ready(u);
+                return outputs;
+              })));
+      hooked_.push_back(accumulator);
+    }
+  }
+}
+
+bool MMFullyShardedDataParallel::reshards_after_forward() const {
+  return options_.sharding_strategy == ShardingStrategy::kFullShard ||
+         options_.sharding_strategy == ShardingStrategy::kHybridShard;
+}
+
+void MMFullyShardedDataParallel::begin_forward(bool will_backward) {
+  forward_will_backward_ = will_backward;
+  if (will_backward) {
+    backward_sync_ = sync_enabled_;
+    for (auto& unit : units_) unit->expose_unsharded_grads();
+  }
+  // The root, and the units the model never ran through call_unit: those
+  // the forward may read directly.
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (u == 0 || (unit_modules_[u] != nullptr && !entered_[u])) units_[u]->gather();
+  }
+}
+
+TensorDict MMFullyShardedDataParallel::forward(const TensorDict& data, ForwardMode mode) {
+  const bool will_backward = module().is_training() && at::GradMode::is_enabled();
+  if (!will_backward) {
+    return without_backward([&] { return module().forward(data, mode); });
+  }
+  begin_forward(true);
+  TensorDict outputs = module().forward(data, mode);
+  forward_will_backward_ = false;
+  for (auto& [name, tensor] : outputs) {
+    if (!tensor.requires_grad()) continue;
+    tensor.register_hook([this](const at::Tensor& grad) {
+      begin_backward();
+      return grad;
+    });
+  }
+  return outputs;
+}
+
+template <typename Step>
+TensorDict MMFullyShardedDataParallel::without_backward(Step step) {
+  begin_forward(false);
+  TensorDict outputs;
+  try {
+    outputs = step();
+  } catch (...) {
+    reshard_all();
+    throw;
+  }
+  reshard_all();
+  return outputs;
+}
+
+TensorDict MMFullyShardedDataParallel::train_step(const TensorDict& data,
+                                                  optim::OptimWrapper& optim_wrapper) {
+  auto scope = optim_wrapper.optim_context(this);
+  ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss));
+  optim_wrapper.update_params(parsed.loss);
+  return parsed.log_vars;
+}
+
+TensorDict MMFullyShardedDataParallel::val_step(const TensorDict& data) {
+  return without_backward([&] { return module().val_step(data); });
+}
+
+TensorDict MMFullyShardedDataParallel::test_step(const TensorDict& data) {
+  return without_backward([&] { return module().test_step(data); });
+}
+
+at::Tensor MMFullyShardedDataParallel::call(const torch::nn::Module& module,
+                                            const std::function<at::Tensor()>& body) {
+  const auto it = std::find(unit_modules_.begin(), unit_modules_.end(), &module);
+  const size_t u = it - unit_modules_.begin();
+  entered_[u] = true;
+  units_[u]->gather();
+  at::Tensor output = body();
+  if (forward_will_backward_ && output.requires_grad()) {
+    // FSDP's pre-backward: the unit is whole again before its backward runs.
+    output.register_hook([this, u](const at::Tensor& grad) {
+      begin_backward();
+      units_[u]->gather();
+      return grad;
+    });
+  }
+  if (!forward_will_backward_ || reshards_after_forward()) units_[u]->reshard();
+  return output;
+}
+
+void MMFullyShardedDataParallel::begin_backward() {
+  if (in_backward_) return;
+  in_backward_ = true;
+  pending_grads_ = trainable_;
+  next_launch_ = 0;
+  torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize_backward(); });
+}
+
+void MMFullyShardedDataParallel::on_grad_ready(size_t unit) {
+  begin_backward();
+  if (--pending_grads_[unit] > 0) return;
+  // A frozen parameter's saved values may still be read by a later node of
+  // this backward: such a unit is freed at the end.
+  if (unit != 0 && !has_frozen_[unit]) units_[unit]->reshard();
+  if (backward_sync_) launch_ready_units();
+}
+
+void MMFullyShardedDataParallel::launch_ready_units() {
+  while (next_launch_ < units_.size() && pending_grads_[launch_order_[next_launch_]] == 0) {
+    const size_t unit = launch_order_[next_launch_++];
+    if (trainable_[unit] > 0) units_[unit]->launch_reduction();
+  }
+}
+
+void MMFullyShardedDataParallel::finalize_backward() {
+  in_backward_ = false;
+  if (backward_sync_) {
+    for (; next_launch_ < units_.size(); ++next_launch_) {
+      const size_t unit = launch_order_[next_launch_];
+      if (trainable_[unit] > 0) units_[unit]->launch_reduction();
+    }
+    const std::vector<std::vector<bool>> used = agree_on_used();
+    for (size_t unit : launch_order_) {
+      if (trainable_[unit] > 0) {
+        units_[unit]->finish_reduction(used[unit]);
+      } else {
+        units_[unit]->keep_unsharded_grads();
+      }
+    }
+  } else {
+    for (auto& unit : units_) unit->keep_unsharded_grads();
+  }
+  reshard_all();
+}
+
+// Whether each parameter had a gradient on any rank (one small all-reduce
+// per synchronised backward), so that every rank leaves the same ones alone.
+std::vector<std::vector<bool>> MMFullyShardedDataParallel::agree_on_used() const {
+  std::vector<int> flags;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (trainable_[u] == 0) continue;
+    for (bool had : units_[u]->had_grads()) flags.push_back(had ? 1 : 0);
+  }
+  at::Tensor mask = at::tensor(flags, at::kInt);
+  dist::all_reduce(mask, "max", group_);
+  std::vector<std::vector<bool>> used(units_.size());
+  const int* values = mask.data_ptr<int>();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (trainable_[u] == 0) continue;
+    for (size_t i = 0; i < units_[u]->parameters().size(); ++i) used[u].push_back(*values++ > 0);
+  }
+  return used;
+}
+
+void MMFullyShardedDataParallel::reshard_all() {
+  for (auto& unit : units_) unit->reshard();
+}
+
+double MMFullyShardedDataParallel::global_power_sum(const std::vector<at::Tensor>& params,
+                                                    double norm_type) {
+  const bool infinite = std::isinf(norm_type);
+  auto combine = [infinite](double a, double b) { return infinite ? std::max(a, b) : a + b; };
+  double sharded = 0, replicated = 0;
+  for (const auto& unit : units_) {
+    const double share = unit->local_power_sum(params, norm_type);
+    (unit->sharded() ? sharded : replicated) =
+        combine(unit->sharded() ? sharded : replicated, share);
+  }
+  // Shards are disjoint inside a shard group and repeat across replicas:
+  // summed over the shard group only. Whole tensors count once.
+  if (sharded_norm_group_ && sharded_norm_group_->size() > 1) {
+    at::Tensor total = at::scalar_tensor(sharded, at::kDouble);
+    dist::all_reduce(total, infinite ? "max" : "sum", sharded_norm_group_);
+    sharded = total.item<double>();
+  }
+  return combine(sharded, replicated);
+}
+
+std::map<std::string, at::Tensor> MMFullyShardedDataParallel::full_parameters() {
+  std::map<std::string, at::Tensor> values;
+  for (auto& unit : units_) {
+    const bool was_gathered = unit->gathered();
+    unit->gather();
+    for (const auto& param : unit->parameters()) values[param.name] = param.tensor.detach().clone();
+    if (!was_gathered) unit->reshard();
+  }
+  return values;
+}
+
+FSDPMemory MMFullyShardedDataParallel::memory() const {
+  FSDPMemory memory;
+  for (const auto& unit : units_) {
+    memory.sharded_parameters += unit->shard_bytes();
+    for (const auto& param : unit->parameters()) {
+      const at::Tensor& grad = param.tensor.grad();
+      if (grad.defined()) memory.sharded_gradients += grad.numel() * grad.element_size();
+    }
+  }
+  memory.gathered_now = meter_.current;
+  memory.gathered_peak = meter_.peak;
+  return memory;
+}
+
+}  // namespace engine::model

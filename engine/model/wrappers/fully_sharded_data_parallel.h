@@ -1,0 +1,159 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/dist/group.h"
+#include "engine/model/sharding/flat_unit.h"
+#include "engine/model/sharding/wrap_policy.h"
+#include "engine/model/unit_call.h"
+#include "engine/model/wrappers/model_wrapper.h"
+#include "engine/optim/grad_norm.h"
+#include "engine/optim/grad_sync.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace engine::model {
+
+// PyTorch's ShardingStrategy.
+//   FULL_SHARD     parameters gathered for each unit's forward and again for
+//                  its backward, freed after each (ZeRO stage 3)
+//   SHARD_GRAD_OP  gathered for forward, kept until the end of backward
+//   NO_SHARD       nothing sharded: gradients all-reduced (DDP)
+//   HYBRID_SHARD   FULL_SHARD inside a shard group, replicated across
+//                  shard groups: reduce-scatter in the shard group, then
+//                  all-reduce of the shard across the replica group
+enum class ShardingStrategy { kFullShard, kShardGradOp, kNoShard, kHybridShard };
+
+// "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD" (any case);
+// anything else is InvalidArgument listing them.
+ShardingStrategy parse_sharding_strategy(const std::string& name);
+
+struct FSDPOptions {
+  ShardingStrategy sharding_strategy = ShardingStrategy::kFullShard;
+  // Which modules become units (auto_wrap_policy, or fully_shard by code).
+  sharding::WrapPolicy auto_wrap_policy;
+  // Their parameters stay whole on every rank and their gradients are
+  // averaged over the group, as DDP does.
+  std::vector<const torch::nn::Module*> ignored_modules;
+  // Broadcast parameters and buffers from the group's first rank before
+  // sharding (PyTorch's default is false: each rank's shard then comes from
+  // its own initial values).
+  bool sync_module_states = false;
+  dist::GroupPtr process_group;  // nullptr: the default group
+  // HYBRID_SHARD: ranks per shard group, consecutive global ranks (a node);
+  // 0: get_local_size(). The world size must be a multiple of it. Needs the
+  // default group as process_group.
+  int hybrid_shard_size = 0;
+};
+
+// Per-rank accounting of the model state the wrapper holds, in bytes.
+struct FSDPMemory {
+  int64_t sharded_parameters = 0;  // this rank's shards (whole tensors where unsharded)
+  int64_t sharded_gradients = 0;   // gradients the optimizer sees
+  int64_t gathered_now = 0;        // full parameters gathered at this moment
+  int64_t gathered_peak = 0;       // the most gathered at once since the last reset
+};
+
+// mmengine's MMFullyShardedDataParallel, with FSDP2's per-parameter layout.
+//
+// Construction is collective over the group: the parameters are checked to
+// be the same on every rank (names, shapes, dtypes), optionally broadcast
+// (sync_module_states), then each is replaced by this rank's shard (dim 0,
+// padded). The module's own parameter tensors are kept and point at their
+// shards at rest, so an optimizer built afterwards over parameters() steps
+// one shard per original parameter, names and requires_grad kept
+// (use_orig_params, always). Build the optimizer after the wrapper.
+//
+// Forward gathers the root unit (it stays gathered until the end of
+// backward) and every unit the model runs through call_unit as it runs it.
+// During backward each unit's gradients are reduce-scattered asynchronously
+// as soon as all of them arrived, units in a fixed order (the reverse of
+// forward order) on every rank; at the end of backward every rank's
+// parameters hold their shard and .grad the averaged sharded gradient.
+// Gradients are averaged over all ranks: divided by the world size, summed.
+//
+// Every rank must run the same units in the same order (as PyTorch's FSDP
+// requires); a rank that skips a unit another runs gives a collective
+// mismatch, not a hang, in the simulator and in debug mode.
+//
+// Not supported yet: mixed precision, CPU offload, prefetching
+// (backward_prefetch, forward_prefetch, limit_all_gathers: every gather
+// here is blocking, so at most the root and one unit are gathered at once
+// after the first step), param_init_fn.
+class MMFullyShardedDataParallel : public ModelWrapper,
+                                   public optim::GradSyncSwitch,
+                                   public optim::GradNormSource,
+                                   public UnitCallHandler {
+ public:
+  MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module, FSDPOptions options = {});
+  ~MMFullyShardedDataParallel() override;
+
+  TensorDict forward(const TensorDict& data, ForwardMode mode) override;
+  // preprocess -> forward("loss") -> parse_losses -> update_params, inside
+  // the optim wrapper's context (no sync on intermediate accumulation steps).
+  TensorDict train_step(const TensorDict& data, optim::OptimWrapper& optim_wrapper) override;
+  TensorDict val_step(const TensorDict& data) override;
+  TensorDict test_step(const TensorDict& data) override;
+
+  // Gradients accumulate unsharded, with no communication, while the scope
+  // lives; the next synchronised backward reduces them with its own.
+  optim::NoSyncScope no_sync() { return optim::NoSyncScope(this); }
+  bool grad_sync_enabled() const override { return sync_enabled_; }
+  void set_grad_sync_enabled(bool enabled) override { sync_enabled_ = enabled; }
+
+  at::Tensor call(const torch::nn::Module& module,
+                  const std::function<at::Tensor()>& body) override;
+  double global_power_sum(const std::vector<at::Tensor>& params, double norm_type) override;
+
+  // Collective over the group: every parameter whole, by its name in the
+  // module, gathered one unit at a time (detached copies; the units are
+  // left as they were).
+  std::map<std::string, at::Tensor> full_parameters();
+
+  // The root unit first, then the others in forward order.
+  const std::vector<std::unique_ptr<sharding::FlatUnit>>& units() const { return units_; }
+  const FSDPOptions& options() const { return options_; }
+  FSDPMemory memory() const;
+  void reset_peak_memory() { meter_.peak = meter_.current; }
+
+ private:
+  template <typename Step>
+  TensorDict without_backward(Step step);
+  void build_units(const dist::GroupPtr& group);
+  void register_hooks(const std::vector<std::shared_ptr<torch::autograd::Node>>& accumulators);
+  void begin_forward(bool will_backward);
+  void begin_backward();
+  void on_grad_ready(size_t unit);
+  void launch_ready_units();
+  void finalize_backward();
+  std::vector<std::vector<bool>> agree_on_used() const;
+  void reshard_all();
+  bool reshards_after_forward() const;
+
+  FSDPOptions options_;
+  sharding::GatheredMeter meter_;
+  std::vector<std::unique_ptr<sharding::FlatUnit>> units_;
+  std::vector<const torch::nn::Module*> unit_modules_;  // units_[i]'s module
+  std::vector<bool> entered_;                           // called through call_unit at least once
+  std::vector<size_t> pending_grads_;                   // per unit, in the current backward
+  std::vector<size_t> trainable_;                       // per unit
+  std::vector<bool> has_frozen_;                        // per unit
+  std::vector<size_t> launch_order_;                    // reverse forward order
+  size_t next_launch_ = 0;
+  std::vector<std::shared_ptr<torch::autograd::Node>> hooked_;  // one per hook key
+  std::vector<uintptr_t> hook_keys_;
+  bool sync_enabled_ = true;
+  bool backward_sync_ = true;
+  bool in_backward_ = false;
+  bool forward_will_backward_ = false;
+  dist::GroupPtr group_;
+  dist::GroupPtr sharded_norm_group_;  // where sharded power sums are reduced
+};
+
+}  // namespace engine::model

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "testing/model/ddp_cases.h"
+#include "testing/model/nets.h"
+
+// The sharded-training equivalence property's cases and its two sides,
+// shared by the simulator suite and the process suite (testing/process):
+// N ranks under MMFullyShardedDataParallel end every step with the
+// parameters (and the clipping's grad_norm) one process reaches on the
+// concatenated batch.
+namespace sharding_cases {
+
+struct ShardingCase {
+  nets::NetSpec spec;
+  int world_size = 1;
+  int64_t batch = 1;
+  int iterations = 1;
+  int64_t accumulative_counts = 1;
+  // Accumulation that reduce-scatters every micro-batch instead of no_sync.
+  bool communicate_every_step = false;
+  std::string strategy = "FULL_SHARD";
+  int hybrid_shard_size = 0;
+  // "root" (one unit), "layers" (every Linear and Conv2d), "size" (by count).
+  std::string wrap = "root";
+  int64_t min_num_params = 0;
+  bool ignore_first_head = false;
+  bool freeze_first_bias = false;
+  bool adam = false;
+  std::optional<double> clip_norm;  // max_norm; norm_type below
+  double norm_type = 2;
+  std::vector<std::vector<bool>> used_heads;  // [iteration][head], alike on every rank
+  uint64_t seed = 0;
+};
+
+void showValue(const ShardingCase& c, std::ostream& os);
+
+// Random cases; `world_size` fixes the rank count (processes), else 1-8.
+rc::Gen<ShardingCase> sharding_case(std::optional<int> world_size = std::nullopt);
+
+// What a side reports after each step: every full parameter, and the
+// grad_norm the clipping measured (NaN without clipping).
+struct Run {
+  ddp_cases::Snapshots parameters;
+  std::vector<double> grad_norms;
+};
+
+// One rank under MMFullyShardedDataParallel (only rank 0 starts from
+// `initial`: sync_module_states must broadcast it).
+Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank);
+
+// One process on the concatenated batch of all ranks.
+Run train_serial(const ShardingCase& c, nets::TestNet& initial);
+
+// The first difference from the serial run beyond ddp_cases::kTolerance
+// (the same argument: float64, only the order of sums and the division by
+// the world size before them differ), or between ranks at all (every rank
+// gathers the same shards: bit-identical); nullopt when there is none.
+std::optional<std::string> first_problem(const Run& expected, const std::vector<Run>& per_rank);
+
+}  // namespace sharding_cases
