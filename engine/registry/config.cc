@@ -48,6 +48,23 @@ template <>
 const char* json_type_name<std::vector<double>>() {
   return "an array of numbers";
 }
+template <>
+const char* json_type_name<std::vector<std::string>>() {
+  return "an array of strings";
+}
+
+namespace {
+
+template <typename Check>
+bool array_of(const Json& value, Check check) {
+  if (!value.is_array()) return false;
+  for (const auto& item : value) {
+    if (!check(item)) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 template <>
 bool ConfigReader::holds<bool>(const Json& value) {
@@ -75,20 +92,15 @@ bool ConfigReader::holds<Json>(const Json& value) {
 }
 template <>
 bool ConfigReader::holds<std::vector<int64_t>>(const Json& value) {
-  if (!value.is_array()) return false;
-  for (const auto& item : value) {
-    if (!item.is_number_integer()) return false;
-  }
-  return true;
+  return array_of(value, [](const Json& item) { return item.is_number_integer(); });
 }
-
 template <>
 bool ConfigReader::holds<std::vector<double>>(const Json& value) {
-  if (!value.is_array()) return false;
-  for (const auto& item : value) {
-    if (!item.is_number()) return false;
-  }
-  return true;
+  return array_of(value, [](const Json& item) { return item.is_number(); });
+}
+template <>
+bool ConfigReader::holds<std::vector<std::string>>(const Json& value) {
+  return array_of(value, [](const Json& item) { return item.is_string(); });
 }
 
 ConfigReader::ConfigReader(const Json& config, std::string section)

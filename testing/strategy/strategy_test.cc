@@ -11,6 +11,7 @@
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
+#include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/separate_distributed_data_parallel.h"
 #include "engine/model/wrappers/wrapper_registry.h"
 #include "examples/classifier.h"
@@ -102,9 +103,9 @@ TEST(StrategyTest, DdpPrepareWrapsOnceWithMmengineDefaultsAndConvertsBatchNorm) 
 }
 
 TEST(StrategyTest, TheSeparateWrapperIsBuiltByName) {
-  EXPECT_EQ(
-      engine::model::model_wrappers().names(),
-      (std::vector<std::string>{"MMDistributedDataParallel", "MMSeparateDistributedDataParallel"}));
+  EXPECT_EQ(engine::model::model_wrappers().names(),
+            (std::vector<std::string>{"MMDistributedDataParallel", "MMFullyShardedDataParallel",
+                                      "MMSeparateDistributedDataParallel"}));
   harness::run_ranks(2, [](int) {
     auto strategy = strategies().build(
         {{"type", "DDPStrategy"},
@@ -115,6 +116,35 @@ TEST(StrategyTest, TheSeparateWrapperIsBuiltByName) {
         dynamic_cast<engine::model::MMSeparateDistributedDataParallel*>(prepared.model.get());
     ASSERT_NE(separate, nullptr);
     EXPECT_EQ(separate->reducers().size(), 3u);  // hidden, norm, output
+  });
+}
+
+TEST(StrategyTest, TheShardedWrapperIsBuiltByNameWithItsKeys) {
+  harness::run_ranks(2, [](int rank) {
+    const Json config = {
+        {"type", "MMFullyShardedDataParallel"},
+        {"sharding_strategy", "shard_grad_op"},
+        {"sync_module_states", true},
+        {"use_orig_params", true},
+        {"auto_wrap_policy", {{"type", "ModuleWrapPolicy"}, {"module_classes", {"Linear"}}}}};
+    auto built = engine::model::model_wrappers().build(config, small_model(rank));
+    auto* fsdp = dynamic_cast<engine::model::MMFullyShardedDataParallel*>(built.get());
+    ASSERT_NE(fsdp, nullptr);
+    EXPECT_EQ(fsdp->options().sharding_strategy, engine::model::ShardingStrategy::kShardGradOp);
+    EXPECT_TRUE(fsdp->options().sync_module_states);
+    EXPECT_GE(fsdp->units().size(), 3u);  // the root and two Linear layers at least
+    Json by_size = config;
+    by_size["auto_wrap_policy"] = {{"type", "size_based_auto_wrap_policy"}, {"min_num_params", 1}};
+    auto sized = engine::model::model_wrappers().build(by_size, small_model(rank));
+    EXPECT_GT(dynamic_cast<engine::model::MMFullyShardedDataParallel&>(*sized).units().size(), 1u);
+    Json unknown_policy = config;
+    unknown_policy["auto_wrap_policy"] = {{"type", "always_wrap"}};
+    EXPECT_THROW(engine::model::model_wrappers().build(unknown_policy, small_model(rank)),
+                 ConfigError);
+    Json unknown_strategy = config;
+    unknown_strategy["sharding_strategy"] = "SHARD_EVERYTHING";
+    EXPECT_THROW(engine::model::model_wrappers().build(unknown_strategy, small_model(rank)),
+                 engine::dist::InvalidArgument);
   });
 }
 

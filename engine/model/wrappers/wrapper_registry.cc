@@ -40,12 +40,7 @@ sharding::WrapPolicy wrap_policy(registry::ConfigReader& config) {
     policy.min_num_params = reader.require<int64_t>("min_num_params");
     if (policy.min_num_params <= 0) reader.fail("key \"min_num_params\" must be positive");
   } else if (type == "ModuleWrapPolicy") {
-    const auto classes = reader.require<registry::Json>("module_classes");
-    if (!classes.is_array()) reader.fail("key \"module_classes\" must be an array of type names");
-    for (const auto& name : classes) {
-      if (!name.is_string()) reader.fail("key \"module_classes\" holds " + name.dump());
-      policy.module_types.push_back(name.get<std::string>());
-    }
+    policy.module_types = reader.require<std::vector<std::string>>("module_classes");
   } else {
     reader.fail("has the unknown type \"" + type +
                 "\"; known types: size_based_auto_wrap_policy, ModuleWrapPolicy");
