@@ -2,39 +2,31 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
-#include <mutex>
-#include <unordered_map>
+
+#include "engine/registry/attachments.h"
 
 namespace engine::optim {
 namespace {
 
-struct Sources {
-  std::mutex mutex;
-  std::unordered_map<const c10::TensorImpl*, GradNormSource*> by_param;
-};
-
-Sources& sources() {
-  static Sources instance;
+registry::Attachments<c10::TensorImpl, GradNormSource>& sources() {
+  static registry::Attachments<c10::TensorImpl, GradNormSource> instance;
   return instance;
 }
 
 }  // namespace
 
 void attach_grad_norm_source(const at::Tensor& param, GradNormSource* source) {
-  std::lock_guard<std::mutex> lock(sources().mutex);
-  sources().by_param[param.unsafeGetTensorImpl()] = source;
+  sources().attach(param.unsafeGetTensorImpl(), source);
 }
 
 void detach_grad_norm_source(const at::Tensor& param) {
-  std::lock_guard<std::mutex> lock(sources().mutex);
-  sources().by_param.erase(param.unsafeGetTensorImpl());
+  sources().detach(param.unsafeGetTensorImpl());
 }
 
 GradNormSource* grad_norm_source_of(const at::Tensor& param) {
-  std::lock_guard<std::mutex> lock(sources().mutex);
-  auto it = sources().by_param.find(param.unsafeGetTensorImpl());
-  return it == sources().by_param.end() ? nullptr : it->second;
+  return sources().find(param.unsafeGetTensorImpl());
 }
 
 double local_power_sum(const std::vector<at::Tensor>& grads, double norm_type) {

@@ -51,11 +51,15 @@ std::vector<NamedParameter> synchronised_parameters(torch::nn::Module& module,
                                                     const dist::GroupPtr& group) {
   std::vector<NamedParameter> params = trainable_parameters(module);
   verify_same_parameters(params, group);
+  broadcast_module_state(module, group);
+  return params;
+}
+
+void broadcast_module_state(torch::nn::Module& module, const dist::GroupPtr& group) {
   std::vector<at::Tensor> tensors;
   for (const auto& param : module.parameters()) tensors.push_back(param);
   for (const auto& buffer : module.buffers()) tensors.push_back(buffer);
   broadcast_from_first_rank(tensors, group);
-  return params;
 }
 
 void broadcast_buffers(torch::nn::Module& module, const dist::GroupPtr& group) {

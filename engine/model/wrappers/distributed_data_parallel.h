@@ -77,6 +77,10 @@ std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module);
 std::vector<NamedParameter> synchronised_parameters(torch::nn::Module& module,
                                                     const dist::GroupPtr& group);
 
+// Collective: overwrites `module`'s parameters and buffers with the
+// group's first rank's (mmengine's and PyTorch's sync_module_states).
+void broadcast_module_state(torch::nn::Module& module, const dist::GroupPtr& group);
+
 // Broadcasts `module`'s current buffers (looked up afresh: a buffer that was
 // reassigned is the new tensor) from the group's first rank.
 void broadcast_buffers(torch::nn::Module& module, const dist::GroupPtr& group);

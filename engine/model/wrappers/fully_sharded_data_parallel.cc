@@ -103,12 +103,7 @@ MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel
   group_ = wrapper_group(group_only, kWrapper);
   const dist::GroupPtr& group = group_;
   verify_same_parameters(all_parameters(this->module()), group);
-  if (options_.sync_module_states) {
-    std::vector<at::Tensor> tensors;
-    for (const auto& param : this->module().parameters()) tensors.push_back(param);
-    for (const auto& buffer : this->module().buffers()) tensors.push_back(buffer);
-    broadcast_from_first_rank(tensors, group);
-  }
+  if (options_.sync_module_states) broadcast_module_state(this->module(), group);
   AccumulatorOf accumulators = full_shape_accumulators(this->module());
   build_units(group);
   std::vector<std::shared_ptr<torch::autograd::Node>> per_param;
@@ -312,10 +307,9 @@ void MMFullyShardedDataParallel::launch_ready_units() {
 void MMFullyShardedDataParallel::finalize_backward() {
   in_backward_ = false;
   if (backward_sync_) {
-    for (; next_launch_ < units_.size(); ++next_launch_) {
-      const size_t unit = launch_order_[next_launch_];
-      if (trainable_[unit] > 0) units_[unit]->launch_reduction();
-    }
+    // Units whose gradients never all came (unused parameters) go now.
+    std::fill(pending_grads_.begin(), pending_grads_.end(), 0);
+    launch_ready_units();
     const std::vector<std::vector<bool>> used = agree_on_used();
     for (size_t unit : launch_order_) {
       if (trainable_[unit] > 0) {
@@ -359,9 +353,8 @@ double MMFullyShardedDataParallel::global_power_sum(const std::vector<at::Tensor
   auto combine = [infinite](double a, double b) { return infinite ? std::max(a, b) : a + b; };
   double sharded = 0, replicated = 0;
   for (const auto& unit : units_) {
-    const double share = unit->local_power_sum(params, norm_type);
-    (unit->sharded() ? sharded : replicated) =
-        combine(unit->sharded() ? sharded : replicated, share);
+    double& total = unit->sharded() ? sharded : replicated;
+    total = combine(total, unit->local_power_sum(params, norm_type));
   }
   // Shards are disjoint inside a shard group and repeat across replicas:
   // summed over the shard group only. Whole tensors count once.
