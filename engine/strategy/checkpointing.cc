@@ -1,48 +1,17 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
 #include <iostream>
-#include <mutex>
-#include <sstream>
 
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
+#include "engine/optim/optimizer_state.h"
 #include "engine/strategy/strategy.h"
 
 namespace engine::strategy {
 namespace {
 
 using Dict = c10::impl::GenericDict;
-
-// LibTorch's archives go through TorchScript's serializer, whose type caches
-// are not safe for concurrent use by ranks sharing a process.
-std::mutex& archive_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-at::Tensor optimizer_bytes(const optim::OptimWrapper& wrapper) {
-  std::ostringstream stream;
-  {
-    std::lock_guard<std::mutex> lock(archive_mutex());
-    torch::serialize::OutputArchive archive;
-    wrapper.save(archive);
-    archive.save_to(stream);
-  }
-  const std::string bytes = stream.str();
-  at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
-  return out;
-}
-
-void load_optimizer(optim::OptimWrapper& wrapper, const at::Tensor& bytes) {
-  std::lock_guard<std::mutex> lock(archive_mutex());
-  torch::serialize::InputArchive archive;
-  archive.load_from(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
-  wrapper.load(archive);
-}
 
 // Every rank's `mine`, stacked in rank order (collective when distributed).
 at::Tensor rows_of_all_ranks(const at::Tensor& mine) {
@@ -168,7 +137,7 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
     Dict content = empty_extra();
     content.insert("meta", meta);
     content.insert("state_dict", weights);
-    content.insert("optimizer", optimizer_bytes(*parts.optim_wrapper));
+    content.insert("optimizer", optim::optimizer_bytes(parts.optim_wrapper->optimizer()));
     if (parts.param_scheduler) content.insert("param_schedulers", parts.param_scheduler->state());
     content.insert("rng", rng);
     if (!gradients.empty()) content.insert("pending_gradients", gradients);
@@ -192,7 +161,8 @@ Dict BaseStrategy::load_checkpoint(const std::string& path, const LoadOptions& o
 Resumed BaseStrategy::resume(const std::string& path, const LoadOptions& options) {
   const Dict content = load_checkpoint(path, options);
   const Prepared& parts = prepared();
-  load_optimizer(*parts.optim_wrapper, entry(content, "optimizer", path).toTensor());
+  optim::load_optimizer_bytes(parts.optim_wrapper->optimizer(),
+                              entry(content, "optimizer", path).toTensor());
   if (parts.param_scheduler) {
     parts.param_scheduler->load_state(entry(content, "param_schedulers", path));
   }

@@ -1,0 +1,194 @@
+#include "engine/optim/optimizer_state.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <string>
+
+#include "engine/dist/errors.h"
+#include "engine/dist/info.h"
+
+namespace engine::optim {
+namespace {
+
+using torch::serialize::InputArchive;
+using torch::serialize::OutputArchive;
+
+// LibTorch's archives go through TorchScript's serializer, whose type caches
+// are not safe for concurrent use by ranks sharing a process.
+std::mutex& archive_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+at::Tensor bytes_of(OutputArchive& archive) {
+  std::ostringstream stream;
+  archive.save_to(stream);
+  const std::string bytes = stream.str();
+  at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
+  return out;
+}
+
+void read_bytes(InputArchive& archive, const at::Tensor& bytes) {
+  const at::Tensor contiguous = bytes.contiguous();
+  archive.load_from(static_cast<const char*>(contiguous.data_ptr()),
+                    static_cast<size_t>(contiguous.numel()));
+}
+
+// Every value of an archive that holds only values (no nested archives).
+ValueDict values_of(InputArchive& archive) {
+  ValueDict out = empty_value_dict();
+  for (const std::string& key : archive.keys()) {
+    c10::IValue value;
+    archive.read(key, value);
+    out.insert(key, value);
+  }
+  return out;
+}
+
+void write_values(OutputArchive& archive, const ValueDict& values) {
+  for (const auto& item : values) archive.write(item.key().toStringRef(), item.value());
+}
+
+int64_t read_count(InputArchive& archive, const std::string& key) {
+  at::Tensor count;
+  archive.read(key, count);
+  return count.item<int64_t>();
+}
+
+// LibTorch's layout (torch/optim/serialize.h): "state" holds one archive per
+// parameter key, "param_groups" lists each group's parameter keys (their
+// order is what maps states to parameters) and options.
+OptimizerState parse(InputArchive& archive) {
+  InputArchive states;
+  archive.read("state", states);
+  InputArchive groups;
+  archive.read("param_groups", groups);
+  OptimizerState out;
+  const int64_t group_count = read_count(groups, "param_groups/size");
+  for (int64_t g = 0; g < group_count; ++g) {
+    InputArchive group;
+    groups.read("param_groups/" + std::to_string(g), group);
+    const int64_t size = read_count(group, "params/size");
+    for (int64_t i = 0; i < size; ++i) {
+      c10::IValue key;
+      group.read("params/" + std::to_string(i), key);
+      InputArchive state;
+      out.params.push_back(states.try_read(key.toStringRef(), state) ? values_of(state)
+                                                                     : empty_value_dict());
+    }
+    InputArchive options;
+    group.read("options", options);
+    out.group_options.push_back(values_of(options));
+    out.group_sizes.push_back(size);
+  }
+  return out;
+}
+
+void build(OutputArchive& archive, const OptimizerState& state) {
+  const auto unit = archive.compilation_unit();
+  archive.write("pytorch_version", c10::IValue("1.5.0"));
+  OutputArchive states(unit);
+  for (size_t i = 0; i < state.params.size(); ++i) {
+    if (state.params[i].empty()) continue;
+    OutputArchive param(unit);
+    write_values(param, state.params[i]);
+    states.write("p" + std::to_string(i), param);
+  }
+  archive.write("state", states);
+  OutputArchive groups(unit);
+  groups.write("param_groups/size",
+               at::scalar_tensor(static_cast<int64_t>(state.group_sizes.size()), at::kLong));
+  size_t next = 0;
+  for (size_t g = 0; g < state.group_sizes.size(); ++g) {
+    OutputArchive group(unit);
+    group.write("params/size", at::scalar_tensor(state.group_sizes[g], at::kLong));
+    for (int64_t i = 0; i < state.group_sizes[g]; ++i) {
+      group.write("params/" + std::to_string(i), c10::IValue("p" + std::to_string(next++)));
+    }
+    OutputArchive options(unit);
+    write_values(options, state.group_options[g]);
+    group.write("options", options);
+    groups.write("param_groups/" + std::to_string(g), group);
+  }
+  archive.write("param_groups", groups);
+}
+
+void check_fits(const torch::optim::Optimizer& optimizer, const OptimizerState& state) {
+  const auto& groups = optimizer.param_groups();
+  bool fits = groups.size() == state.group_sizes.size();
+  for (size_t g = 0; fits && g < groups.size(); ++g) {
+    fits = static_cast<int64_t>(groups[g].params().size()) == state.group_sizes[g];
+  }
+  if (fits) return;
+  std::string have, saved;
+  for (const auto& group : groups) have += " " + std::to_string(group.params().size());
+  for (const int64_t size : state.group_sizes) saved += " " + std::to_string(size);
+  throw dist::InvalidArgument(dist::on_rank(
+      dist::get_rank(), "optimizer state for param groups of sizes [" + saved +
+                            " ] does not fit an optimizer whose groups have [" + have +
+                            " ] parameters; build the optimizer over the same parameters"));
+}
+
+// LibTorch's load() restores states only; PyTorch's load_state_dict also
+// restores each group's options (the learning rate a scheduler set).
+void load_group_options(torch::optim::Optimizer& optimizer, const OptimizerState& state) {
+  for (size_t g = 0; g < state.group_options.size(); ++g) {
+    OutputArchive written;
+    write_values(written, state.group_options[g]);
+    InputArchive read;
+    read_bytes(read, bytes_of(written));
+    optimizer.param_groups()[g].options().serialize(read);
+  }
+}
+
+}  // namespace
+
+ValueDict empty_value_dict() { return ValueDict(c10::StringType::get(), c10::AnyType::get()); }
+
+at::Tensor optimizer_bytes(const torch::optim::Optimizer& optimizer) {
+  std::lock_guard<std::mutex> lock(archive_mutex());
+  OutputArchive archive;
+  optimizer.save(archive);
+  return bytes_of(archive);
+}
+
+void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const at::Tensor& bytes) {
+  load_optimizer_state(optimizer, optimizer_state_from_bytes(bytes));
+}
+
+OptimizerState optimizer_state_from_bytes(const at::Tensor& bytes) {
+  std::lock_guard<std::mutex> lock(archive_mutex());
+  InputArchive archive;
+  read_bytes(archive, bytes);
+  return parse(archive);
+}
+
+at::Tensor optimizer_bytes_of(const OptimizerState& state) {
+  std::lock_guard<std::mutex> lock(archive_mutex());
+  OutputArchive archive;
+  build(archive, state);
+  return bytes_of(archive);
+}
+
+OptimizerState optimizer_state(const torch::optim::Optimizer& optimizer) {
+  return optimizer_state_from_bytes(optimizer_bytes(optimizer));
+}
+
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerState& state) {
+  check_fits(optimizer, state);
+  const at::Tensor bytes = optimizer_bytes_of(state);
+  std::lock_guard<std::mutex> lock(archive_mutex());
+  InputArchive archive;
+  read_bytes(archive, bytes);
+  optimizer.load(archive);
+  load_group_options(optimizer, state);
+}
+
+}  // namespace engine::optim

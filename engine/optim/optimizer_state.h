@@ -1,0 +1,49 @@
+#pragma once
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace torch::optim {
+class Optimizer;
+}
+
+// PyTorch's optimizer.state_dict() / load_state_dict() for LibTorch
+// optimizers: the state of every parameter as named values, in the order the
+// optimizer holds its parameters, so that it can be reshaped (sharded,
+// gathered) and put back into an optimizer of the same type. Works for any
+// optimizer whose save()/load() use LibTorch's own archive layout (SGD,
+// Adam, AdamW, Adagrad, RMSprop).
+namespace engine::optim {
+
+using ValueDict = c10::impl::GenericDict;  // Dict<str, Any>
+
+struct OptimizerState {
+  // One entry per parameter of every param group, groups in order. An empty
+  // dict: the parameter has no state yet (never stepped).
+  std::vector<ValueDict> params;
+  // Each group's options by name (lr, momentum, betas, ...), and how many
+  // of `params` belong to it.
+  std::vector<ValueDict> group_options;
+  std::vector<int64_t> group_sizes;
+};
+
+ValueDict empty_value_dict();
+
+OptimizerState optimizer_state(const torch::optim::Optimizer& optimizer);
+
+// Replaces `optimizer`'s state and group options with `state` (LibTorch's
+// own load() keeps the options; PyTorch's load_state_dict does not). Throws
+// InvalidArgument if the groups or their sizes differ from the optimizer's.
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerState& state);
+
+// The optimizer's save() as bytes (LibTorch's archive format; the form
+// single-file checkpoints keep), and load_optimizer_state from them.
+at::Tensor optimizer_bytes(const torch::optim::Optimizer& optimizer);
+void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const at::Tensor& bytes);
+OptimizerState optimizer_state_from_bytes(const at::Tensor& bytes);
+at::Tensor optimizer_bytes_of(const OptimizerState& state);
+
+}  // namespace engine::optim

@@ -1,0 +1,120 @@
+#include "engine/optim/optimizer_state.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/dist/errors.h"
+
+namespace engine::optim {
+namespace {
+
+using MakeOptimizer =
+    std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)>;
+
+std::vector<at::Tensor> make_params() {
+  return {at::arange(6, at::kDouble).reshape({3, 2}).requires_grad_(),
+          at::ones({4}, at::kDouble).requires_grad_(),
+          at::zeros({2}, at::kDouble).requires_grad_()};  // never gets a gradient
+}
+
+// Steps with gradients that depend on `step` only, leaving the last
+// parameter without one.
+void train(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params, int from,
+           int to) {
+  for (int step = from; step < to; ++step) {
+    for (size_t i = 0; i + 1 < params.size(); ++i) {
+      params[i].mutable_grad() = at::full_like(params[i], 0.25 * (step + 1) + i);
+    }
+    optimizer.step();
+  }
+}
+
+std::vector<at::Tensor> copies(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> out;
+  for (const auto& param : params) out.push_back(param.detach().clone().requires_grad_());
+  return out;
+}
+
+void expect_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << "parameter " << i;
+}
+
+// Training three steps straight equals training one, carrying the state over
+// to a new optimizer, and training two more.
+void expect_state_carries_training(const MakeOptimizer& make) {
+  auto straight_params = make_params();
+  auto straight = make(straight_params);
+  train(*straight, straight_params, 0, 3);
+
+  auto first_params = make_params();
+  auto first = make(first_params);
+  train(*first, first_params, 0, 1);
+  const OptimizerState state = optimizer_state(*first);
+  ASSERT_EQ(state.params.size(), 3u);
+  EXPECT_FALSE(state.params[0].empty());
+  EXPECT_TRUE(state.params[2].empty());  // no gradient, no state
+  auto second_params = copies(first_params);
+  auto second = make(second_params);
+  load_optimizer_state(*second, state);
+  train(*second, second_params, 1, 3);
+  expect_equal(straight_params, second_params);
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_sgd(std::vector<at::Tensor> params) {
+  return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_adam(std::vector<at::Tensor> params) {
+  return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(0.1));
+}
+
+TEST(OptimizerStateTest, SgdMomentumCarriesOverToANewOptimizer) {
+  expect_state_carries_training(make_sgd);
+}
+
+TEST(OptimizerStateTest, AdamMomentsAndStepCarryOverToANewOptimizer) {
+  expect_state_carries_training(make_adam);
+}
+
+TEST(OptimizerStateTest, StateValuesAndGroupOptionsAreNamedAndLoadedAsGiven) {
+  auto params = make_params();
+  auto adam = make_adam(params);
+  train(*adam, params, 0, 2);
+  OptimizerState state = optimizer_state(*adam);
+  EXPECT_EQ(state.params[0].at("step").toInt(), 2);
+  EXPECT_EQ(state.params[0].at("exp_avg").toTensor().sizes(), params[0].sizes());
+  EXPECT_DOUBLE_EQ(state.group_options[0].at("lr").toDouble(), 0.1);
+  state.params[1].insert_or_assign("exp_avg", at::full({4}, 7.0, at::kDouble));
+  state.group_options[0].insert_or_assign("lr", 0.5);
+  load_optimizer_state(*adam, state);
+  const OptimizerState loaded = optimizer_state(*adam);
+  EXPECT_TRUE(at::equal(loaded.params[1].at("exp_avg").toTensor(), at::full({4}, 7.0, at::kDouble)));
+  EXPECT_DOUBLE_EQ(adam->param_groups()[0].options().get_lr(), 0.5);
+}
+
+TEST(OptimizerStateTest, StateForOtherGroupsIsRefusedWithTheSizes) {
+  auto params = make_params();
+  auto sgd = make_sgd(params);
+  OptimizerState state = optimizer_state(*sgd);
+  state.group_sizes = {2};
+  state.params.pop_back();
+  try {
+    load_optimizer_state(*sgd, state);
+    FAIL() << "loaded state for two parameters into an optimizer of three";
+  } catch (const dist::InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("sizes [ 2 ] does not fit an optimizer whose groups "
+                                             "have [ 3 ] parameters"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace engine::optim
