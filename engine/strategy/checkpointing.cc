@@ -119,35 +119,53 @@ void BaseStrategy::restore_rng_states(const Dict& states, const std::string& pat
   }
 }
 
+Dict BaseStrategy::pending_gradients() {
+  return strategy::pending_gradients(module(), *prepared().optim_wrapper);
+}
+
 void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress& progress,
                                    const Extra& extra) {
   const Prepared& parts = prepared();
-  // Collectives first: then rank 0 goes its own way.
-  const Dict rng = rng_states();
-  const Dict gradients = pending_gradients(module(), *parts.optim_wrapper);
+  Dict meta = empty_extra();
+  meta.insert("iter", progress.iter);
+  meta.insert("epoch", progress.epoch);
+  meta.insert("seed", seed_);
+  meta.insert("world_size", static_cast<int64_t>(dist::get_world_size()));
+  Dict training = empty_extra();
+  training.insert("meta", meta);
+  if (parts.param_scheduler) training.insert("param_schedulers", parts.param_scheduler->state());
+  training.insert("rng", rng_states());
+  const Dict gradients = pending_gradients();
+  if (!gradients.empty()) training.insert("pending_gradients", gradients);
+  training.insert("extra", extra.copy());
+  write_checkpoint(path, training);
+}
+
+void BaseStrategy::write_checkpoint(const std::string& path, Dict training) {
+  write_single_file(
+      path, std::move(training), [this] { return checkpoint::state_dict(module()); },
+      [this] { return optim::optimizer_bytes(prepared().optim_wrapper->optimizer()); });
+}
+
+void BaseStrategy::write_single_file(const std::string& path, Dict training,
+                                     const std::function<checkpoint::StateDict()>& model_state,
+                                     const std::function<at::Tensor()>& optimizer_bytes) {
   on_first_rank_for_all([&] {
-    Dict meta = empty_extra();
-    meta.insert("iter", progress.iter);
-    meta.insert("epoch", progress.epoch);
-    meta.insert("seed", seed_);
-    meta.insert("world_size", static_cast<int64_t>(dist::get_world_size()));
     c10::Dict<std::string, at::Tensor> weights;
-    for (const auto& item : checkpoint::state_dict(module()))
-      weights.insert(item.first, item.second);
-    Dict content = empty_extra();
-    content.insert("meta", meta);
-    content.insert("state_dict", weights);
-    content.insert("optimizer", optim::optimizer_bytes(parts.optim_wrapper->optimizer()));
-    if (parts.param_scheduler) content.insert("param_schedulers", parts.param_scheduler->state());
-    content.insert("rng", rng);
-    if (!gradients.empty()) content.insert("pending_gradients", gradients);
-    content.insert("extra", extra.copy());
-    checkpoint::save_file(path, content);
+    for (const auto& item : model_state()) weights.insert(item.first, item.second);
+    training.insert("state_dict", weights);
+    training.insert("optimizer", optimizer_bytes());
+    checkpoint::save_file(path, training);
   });
 }
 
-Dict BaseStrategy::load_checkpoint(const std::string& path, const LoadOptions& options) {
-  const Dict content = checkpoint::load_file(path).toGenericDict();
+Dict BaseStrategy::read_single_file(const std::string& path) {
+  return checkpoint::load_file(path).toGenericDict();
+}
+
+Dict BaseStrategy::read_checkpoint(const std::string& path, const LoadOptions& options,
+                                   bool with_optimizer) {
+  const Dict content = read_single_file(path);
   const at::Device device(options.map_location);
   checkpoint::StateDict weights;
   for (const auto& item : entry(content, "state_dict", path).toGenericDict()) {
@@ -155,14 +173,20 @@ Dict BaseStrategy::load_checkpoint(const std::string& path, const LoadOptions& o
   }
   checkpoint::load_state_dict(module(), checkpoint::revise_keys(weights, options.revise_keys),
                               options.strict, path);
+  if (with_optimizer) {
+    optim::load_optimizer_bytes(prepared().optim_wrapper->optimizer(),
+                                entry(content, "optimizer", path).toTensor());
+  }
   return content;
 }
 
+Dict BaseStrategy::load_checkpoint(const std::string& path, const LoadOptions& options) {
+  return read_checkpoint(path, options, /*with_optimizer=*/false);
+}
+
 Resumed BaseStrategy::resume(const std::string& path, const LoadOptions& options) {
-  const Dict content = load_checkpoint(path, options);
+  const Dict content = read_checkpoint(path, options, /*with_optimizer=*/true);
   const Prepared& parts = prepared();
-  optim::load_optimizer_bytes(parts.optim_wrapper->optimizer(),
-                              entry(content, "optimizer", path).toTensor());
   if (parts.param_scheduler) {
     parts.param_scheduler->load_state(entry(content, "param_schedulers", path));
   }

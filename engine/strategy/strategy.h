@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,9 +92,11 @@ class BaseStrategy {
   // Collective. Rank 0 writes the model (unwrapped), optimizer, scheduler,
   // progress, every rank's RNG states and `extra` (not modified) atomically;
   // the others wait for it and get the same CheckpointError if it fails.
+  // (FSDPStrategy writes a sharded checkpoint instead: see its header.)
   void save_checkpoint(const std::string& path, const TrainProgress& progress,
                        const Extra& extra = empty_extra());
-  // Reads `path` on every rank into the model; returns the whole checkpoint.
+  // Reads `path` on every rank into the model; returns the checkpoint's
+  // other entries (meta, extra, ...).
   c10::impl::GenericDict load_checkpoint(const std::string& path, const LoadOptions& options = {});
   // load_checkpoint, then the optimizer, scheduler and RNG states: a resumed
   // run continues bit-identically. Each rank takes its own RNG state; with a
@@ -102,6 +105,26 @@ class BaseStrategy {
 
  protected:
   virtual std::shared_ptr<model::BaseModel> wrap_model(std::shared_ptr<model::BaseModel> model) = 0;
+
+  // Writes the model, the optimizer and `training` (meta, schedulers, RNG
+  // states, extra; built on every rank) to `path`. Collective. The default
+  // is one file by rank 0: `training` plus "state_dict" and "optimizer".
+  virtual void write_checkpoint(const std::string& path, c10::impl::GenericDict training);
+  // Loads the model (and the optimizer if `with_optimizer`) from `path`;
+  // returns the checkpoint's other entries.
+  virtual c10::impl::GenericDict read_checkpoint(const std::string& path,
+                                                 const LoadOptions& options, bool with_optimizer);
+  // Gradients summed so far inside an accumulation group (empty outside
+  // one), every rank's, to restore at the same world size. Collective.
+  virtual c10::impl::GenericDict pending_gradients();
+
+  // One file written by rank 0: `training` with "state_dict" and
+  // "optimizer" (LibTorch's archive bytes), computed on rank 0 only.
+  void write_single_file(const std::string& path, c10::impl::GenericDict training,
+                         const std::function<checkpoint::StateDict()>& model_state,
+                         const std::function<at::Tensor()>& optimizer_bytes);
+  // A file written by write_single_file, read on every rank.
+  static c10::impl::GenericDict read_single_file(const std::string& path);
 
  private:
   c10::impl::GenericDict rng_states();
@@ -144,9 +167,10 @@ class DDPStrategy : public BaseStrategy {
   DDPStrategyOptions options_;
 };
 
-// mmengine's STRATEGIES: SingleDeviceStrategy and DDPStrategy. Keys:
-// launcher, backend, timeout_s, seed, diff_rank_seed, deterministic,
-// seed_process_generator; DDPStrategy also model_wrapper and sync_bn.
+// mmengine's STRATEGIES: SingleDeviceStrategy, DDPStrategy and FSDPStrategy
+// (fsdp_strategy.h). Keys: launcher, backend, timeout_s, seed,
+// diff_rank_seed, deterministic, seed_process_generator; DDPStrategy also
+// model_wrapper and sync_bn; FSDPStrategy model_wrapper and state_dict_type.
 using StrategyRegistry = registry::Registry<std::shared_ptr<BaseStrategy>>;
 StrategyRegistry& strategies();
 

@@ -1,3 +1,4 @@
+#include "engine/strategy/fsdp_strategy.h"
 #include "engine/strategy/strategy.h"
 
 namespace engine::strategy {
@@ -32,6 +33,15 @@ void add_builtin_strategies(StrategyRegistry& registry) {
     options.model_wrapper = config.get("model_wrapper", options.model_wrapper);
     options.sync_bn = config.get_optional<std::string>("sync_bn");
     return std::make_shared<DDPStrategy>(std::move(env), std::move(options));
+  });
+  registry.add("FSDPStrategy", [](ConfigReader& config) -> std::shared_ptr<BaseStrategy> {
+    EnvOptions env = env_options(config);
+    FSDPStrategyOptions options;
+    options.model_wrapper = config.get("model_wrapper", options.model_wrapper);
+    if (const auto type = config.get_optional<std::string>("state_dict_type")) {
+      options.state_dict_type = parse_state_dict_type(*type);
+    }
+    return std::make_shared<FSDPStrategy>(std::move(env), std::move(options));
   });
 }
 

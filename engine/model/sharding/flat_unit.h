@@ -72,6 +72,7 @@ class FlatUnit {
   const ShardLayout& layout(size_t param) const { return layouts_[param]; }
   const UnitGroups& groups() const { return groups_; }
   bool sharded() const { return shard_size_ > 1; }
+  int shard_rank() const { return shard_rank_; }
   bool gathered() const { return gathered_; }
   int64_t block_numel() const { return block_numel_; }
   // Bytes of this rank's shards, and of the full parameters.

@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace engine::model::sharding {
@@ -28,6 +29,16 @@ struct ShardLayout {
 };
 
 ShardLayout shard_layout(at::IntArrayRef full_sizes, int shards);
+
+// A parameter as one rank holds it at rest: chunk `chunk` of `layout` in
+// `data` (layout.shard_sizes(), padding zero). Rank k of a shard group holds
+// chunk k; a replicated parameter is one chunk that every rank holds.
+struct LocalShard {
+  std::string name;
+  ShardLayout layout;
+  int chunk = 0;
+  at::Tensor data;
+};
 
 // Writes shard rank `rank`'s padded chunk of `full` into `shard`
 // (shard_numel contiguous elements).

@@ -377,6 +377,22 @@ std::map<std::string, at::Tensor> MMFullyShardedDataParallel::full_parameters() 
   return values;
 }
 
+std::vector<sharding::LocalShard> MMFullyShardedDataParallel::local_shards() {
+  std::vector<sharding::LocalShard> out;
+  for (const auto& unit : units_) {
+    if (unit->gathered()) {
+      throw dist::InvalidArgument(dist::on_rank(
+          dist::get_rank(), std::string(kWrapper) + ": unit " + unit->name() +
+                                " is gathered; take the shards between steps, not inside one"));
+    }
+    for (size_t i = 0; i < unit->parameters().size(); ++i) {
+      const auto& param = unit->parameters()[i];
+      out.push_back({param.name, unit->layout(i), unit->shard_rank(), param.tensor});
+    }
+  }
+  return out;
+}
+
 FSDPMemory MMFullyShardedDataParallel::memory() const {
   FSDPMemory memory;
   for (const auto& unit : units_) {

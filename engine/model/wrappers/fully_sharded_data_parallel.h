@@ -116,6 +116,12 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   // left as they were).
   std::map<std::string, at::Tensor> full_parameters();
 
+  // This rank's piece of every parameter, by its name in the module, for
+  // sharded checkpoints; the data tensors are the parameters themselves, so
+  // writing into them loads the shards. Only between steps (nothing
+  // gathered), else InvalidArgument.
+  std::vector<sharding::LocalShard> local_shards();
+
   // The root unit first, then the others in forward order.
   const std::vector<std::unique_ptr<sharding::FlatUnit>>& units() const { return units_; }
   const FSDPOptions& options() const { return options_; }

@@ -1,0 +1,225 @@
+#include "engine/strategy/fsdp_strategy.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <unordered_map>
+
+#include "engine/checkpoint/file.h"
+#include "engine/dist/dist.h"
+#include "engine/model/wrappers/wrapper_registry.h"
+#include "engine/optim/optimizer_state.h"
+
+namespace engine::strategy {
+namespace {
+
+using Dict = c10::impl::GenericDict;
+
+constexpr const char* kStrategy = "FSDPStrategy";
+
+std::string upper(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return text;
+}
+
+c10::IValue required(const Dict& content, const std::string& key, const std::string& path) {
+  if (!content.contains(key)) {
+    throw checkpoint::CheckpointError(
+        dist::on_rank(dist::get_rank(), "checkpoint " + path + ": has no \"" + key +
+                                            "\" entry; was it written by save_checkpoint?"));
+  }
+  return content.at(key);
+}
+
+c10::Dict<std::string, at::Tensor> tensor_dict(const checkpoint::StateDict& state) {
+  c10::Dict<std::string, at::Tensor> out;
+  for (const auto& item : state) out.insert(item.first, item.second);
+  return out;
+}
+
+}  // namespace
+
+StateDictType parse_state_dict_type(const std::string& name) {
+  const std::string key = upper(name);
+  if (key == "SHARDED" || key == "SHARDED_STATE_DICT") return StateDictType::kSharded;
+  if (key == "FULL" || key == "FULL_STATE_DICT") return StateDictType::kFull;
+  throw registry::ConfigError(dist::on_rank(
+      dist::get_rank(), std::string(kStrategy) + ": unknown state_dict_type \"" + name +
+                            "\"; known: sharded, full (or SHARDED_STATE_DICT, FULL_STATE_DICT)"));
+}
+
+FSDPStrategy::FSDPStrategy(EnvOptions env, FSDPStrategyOptions options)
+    : BaseStrategy(std::move(env)), options_(std::move(options)) {}
+
+std::shared_ptr<model::BaseModel> FSDPStrategy::wrap_model(
+    std::shared_ptr<model::BaseModel> model) {
+  auto wrapped = model::model_wrappers().build(options_.model_wrapper, std::move(model),
+                                               "MMFullyShardedDataParallel");
+  if (!dynamic_cast<model::MMFullyShardedDataParallel*>(wrapped.get())) {
+    throw registry::ConfigError(dist::on_rank(
+        dist::get_rank(), std::string(kStrategy) +
+                              ": model_wrapper must build an MMFullyShardedDataParallel; for "
+                              "other wrappers use DDPStrategy"));
+  }
+  return wrapped;
+}
+
+model::MMFullyShardedDataParallel& FSDPStrategy::wrapper() {
+  return dynamic_cast<model::MMFullyShardedDataParallel&>(*prepared().model);
+}
+
+std::vector<std::string> FSDPStrategy::optimizer_parameter_names() {
+  std::unordered_map<const c10::TensorImpl*, std::string> names;
+  for (const auto& item : module().named_parameters()) {
+    names[item.value().unsafeGetTensorImpl()] = item.key();
+  }
+  std::vector<std::string> out;
+  for (const auto& group : prepared().optim_wrapper->optimizer().param_groups()) {
+    for (const auto& param : group.params()) {
+      const auto found = names.find(param.unsafeGetTensorImpl());
+      if (found == names.end()) {
+        throw dist::InvalidArgument(dist::on_rank(
+            dist::get_rank(), std::string(kStrategy) +
+                                  ": the optimizer holds a tensor that is not a parameter of the "
+                                  "model; build it over the wrapped model's parameters"));
+      }
+      out.push_back(found->second);
+    }
+  }
+  return out;
+}
+
+checkpoint::ShardedState FSDPStrategy::sharded_state(bool with_optimizer) {
+  checkpoint::ShardedState state;
+  state.shards = wrapper().local_shards();
+  if (!with_optimizer) return state;
+  const auto values = optim::optimizer_state(prepared().optim_wrapper->optimizer()).params;
+  const auto names = optimizer_parameter_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!values[i].empty()) state.optimizer.insert_or_assign(names[i], values[i]);
+  }
+  return state;
+}
+
+optim::OptimizerState FSDPStrategy::positional(
+    const std::map<std::string, optim::ValueDict>& by_name, const optim::OptimizerState& groups) {
+  optim::OptimizerState out;
+  out.group_options = groups.group_options;
+  out.group_sizes = groups.group_sizes;
+  for (const std::string& name : optimizer_parameter_names()) {
+    const auto found = by_name.find(name);
+    out.params.push_back(found == by_name.end() ? optim::empty_value_dict() : found->second);
+  }
+  return out;
+}
+
+checkpoint::StateDict FSDPStrategy::buffers() {
+  std::set<std::string> params;
+  for (const auto& item : module().named_parameters()) params.insert(item.key());
+  checkpoint::StateDict out;
+  for (const auto& item : checkpoint::state_dict(module())) {
+    if (!params.count(item.first)) out.insert(item);
+  }
+  return out;
+}
+
+void FSDPStrategy::load_buffers(const checkpoint::StateDict& buffers, const std::string& path) {
+  checkpoint::load_state_dict(module(), buffers, /*strict=*/false, path);
+}
+
+Dict FSDPStrategy::pending_gradients() {
+  if (prepared().optim_wrapper->should_update()) return empty_extra();
+  throw checkpoint::CheckpointError(dist::on_rank(
+      dist::get_rank(),
+      std::string(kStrategy) +
+          " cannot save inside a gradient accumulation group yet (the unsharded gradients "
+          "summed so far are not written); save when a group ends: make the checkpoint "
+          "interval a multiple of accumulative_counts"));
+}
+
+void FSDPStrategy::write_checkpoint(const std::string& path, Dict training) {
+  optim::OptimizerState groups = optim::optimizer_state(prepared().optim_wrapper->optimizer());
+  if (options_.state_dict_type == StateDictType::kFull) {
+    const checkpoint::FullState full = checkpoint::gather_full(sharded_state(true));
+    write_single_file(
+        path, std::move(training),
+        [&] {
+          checkpoint::StateDict state = buffers();
+          for (const auto& item : full.params) state[item.first] = item.second;
+          return state;
+        },
+        [&] { return optim::optimizer_bytes_of(positional(full.optimizer, groups)); });
+    return;
+  }
+  training.insert("buffers", tensor_dict(buffers()));
+  training.insert("optimizer_groups", optim::optimizer_bytes_of(positional({}, groups)));
+  checkpoint::save_sharded(path, sharded_state(true), training);
+}
+
+Dict FSDPStrategy::read_checkpoint(const std::string& path, const LoadOptions& options,
+                                   bool with_optimizer) {
+  checkpoint::ShardedState state = sharded_state(false);
+  optim::OptimizerState groups;
+  Dict content = empty_extra();
+  if (checkpoint::is_sharded_checkpoint(path)) {
+    content = checkpoint::load_sharded(path, state);
+    checkpoint::StateDict saved_buffers;
+    for (const auto& item : required(content, "buffers", path).toGenericDict()) {
+      saved_buffers[item.key().toStringRef()] = item.value().toTensor();
+    }
+    load_buffers(saved_buffers, path);
+    groups =
+        optim::optimizer_state_from_bytes(required(content, "optimizer_groups", path).toTensor());
+  } else {
+    content = read_full_file(path, options, with_optimizer, state, groups);
+  }
+  if (with_optimizer) {
+    optim::load_optimizer_state(prepared().optim_wrapper->optimizer(),
+                                positional(state.optimizer, groups));
+  }
+  return content;
+}
+
+Dict FSDPStrategy::read_full_file(const std::string& path, const LoadOptions& options,
+                                  bool with_optimizer, checkpoint::ShardedState& state,
+                                  optim::OptimizerState& groups) {
+  const Dict content = read_single_file(path);
+  checkpoint::StateDict saved;
+  for (const auto& item : required(content, "state_dict", path).toGenericDict()) {
+    saved[item.key().toStringRef()] = item.value().toTensor();
+  }
+  saved = checkpoint::revise_keys(saved, options.revise_keys);
+  checkpoint::FullState full;
+  checkpoint::StateDict saved_buffers;
+  std::set<std::string> params;
+  for (const auto& shard : state.shards) params.insert(shard.name);
+  for (const auto& item : saved) {
+    if (params.count(item.first)) {
+      full.params[item.first] = item.second;
+    } else {
+      saved_buffers.insert(item);
+    }
+  }
+  if (with_optimizer) {
+    groups = optim::optimizer_state_from_bytes(required(content, "optimizer", path).toTensor());
+    const auto names = optimizer_parameter_names();
+    if (groups.params.size() != names.size()) {
+      throw checkpoint::CheckpointError(dist::on_rank(
+          dist::get_rank(), "checkpoint " + path + " holds optimizer state for " +
+                                std::to_string(groups.params.size()) +
+                                " parameters, the optimizer has " + std::to_string(names.size())));
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!groups.params[i].empty()) full.optimizer.insert_or_assign(names[i], groups.params[i]);
+    }
+  }
+  checkpoint::scatter_full(full, state, "checkpoint " + path);
+  load_buffers(saved_buffers, path);
+  return content;
+}
+
+}  // namespace engine::strategy
