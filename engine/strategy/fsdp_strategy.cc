@@ -165,6 +165,25 @@ Dict FSDPStrategy::read_checkpoint(const std::string& path, const LoadOptions& o
   checkpoint::ShardedState state = sharded_state(false);
   optim::OptimizerState groups;
   Dict content = empty_extra();
+  std::string failure;
+  try {
+    content = read_into(path, options, with_optimizer, state, groups);
+  } catch (const std::exception& error) {
+    failure = error.what();
+  }
+  // A rank that lacks one of its files must not leave the others training.
+  checkpoint::throw_if_any_rank_failed(failure, "cannot load checkpoint " + path);
+  if (with_optimizer) {
+    optim::load_optimizer_state(prepared().optim_wrapper->optimizer(),
+                                positional(state.optimizer, groups));
+  }
+  return content;
+}
+
+Dict FSDPStrategy::read_into(const std::string& path, const LoadOptions& options,
+                             bool with_optimizer, checkpoint::ShardedState& state,
+                             optim::OptimizerState& groups) {
+  Dict content = empty_extra();
   if (checkpoint::is_sharded_checkpoint(path)) {
     content = checkpoint::load_sharded(path, state);
     checkpoint::StateDict saved_buffers;
@@ -176,10 +195,6 @@ Dict FSDPStrategy::read_checkpoint(const std::string& path, const LoadOptions& o
         optim::optimizer_state_from_bytes(required(content, "optimizer_groups", path).toTensor());
   } else {
     content = read_full_file(path, options, with_optimizer, state, groups);
-  }
-  if (with_optimizer) {
-    optim::load_optimizer_state(prepared().optim_wrapper->optimizer(),
-                                positional(state.optimizer, groups));
   }
   return content;
 }

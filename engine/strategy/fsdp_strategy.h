@@ -59,6 +59,11 @@ class FSDPStrategy : public BaseStrategy {
   // `by_name` put in the optimizer's order, with `groups`' group options.
   optim::OptimizerState positional(const std::map<std::string, optim::ValueDict>& by_name,
                                    const optim::OptimizerState& groups);
+  // Reads `path` into the shards, the buffers, and `state`'s optimizer
+  // values and `groups`; no collectives.
+  c10::impl::GenericDict read_into(const std::string& path, const LoadOptions& options,
+                                   bool with_optimizer, checkpoint::ShardedState& state,
+                                   optim::OptimizerState& groups);
   c10::impl::GenericDict read_full_file(const std::string& path, const LoadOptions& options,
                                         bool with_optimizer, checkpoint::ShardedState& state,
                                         optim::OptimizerState& groups);

@@ -49,7 +49,7 @@ std::string temp_path(const std::string& name) {
 TEST(StrategyRegistryTest, ConfigMistakesAreNamed) {
   EXPECT_NE(error_of({{"type", "FSDP"}})
                 .find("STRATEGIES has the unknown type \"FSDP\"; known types: DDPStrategy, "
-                      "SingleDeviceStrategy"),
+                      "FSDPStrategy, SingleDeviceStrategy"),
             std::string::npos);
   EXPECT_NE(error_of({{"type", "DDPStrategy"}, {"find_unused_parameters", true}})
                 .find("STRATEGIES (DDPStrategy) has unknown key(s) find_unused_parameters"),

@@ -92,17 +92,6 @@ Dict index_content(const ShardedState& mine, const std::string& save_id, const D
   return index;
 }
 
-// Every rank learns every rank's failure, and all throw alike.
-void agree(const std::string& failure, const std::string& what) {
-  std::string failures;
-  const auto all = dist::all_gather_object(failure);
-  for (size_t rank = 0; rank < all.size(); ++rank) {
-    if (all[rank].toStringRef().empty()) continue;
-    failures += "\n  rank " + std::to_string(rank) + ": " + all[rank].toStringRef();
-  }
-  if (!failures.empty()) throw error_here(what + failures);
-}
-
 template <typename Write>
 std::string failure_of(Write write) {
   try {
@@ -245,15 +234,26 @@ std::optional<optim::ValueDict> load_state(SavedFiles& files, const LocalShard& 
 
 }  // namespace
 
+void throw_if_any_rank_failed(const std::string& failure, const std::string& what) {
+  std::string failures;
+  const auto all = dist::all_gather_object(failure);
+  for (size_t rank = 0; rank < all.size(); ++rank) {
+    if (all[rank].toStringRef().empty()) continue;
+    failures += "\n  rank " + std::to_string(rank) + ": " + all[rank].toStringRef();
+  }
+  if (!failures.empty()) throw error_here(what + failures);
+}
+
 void save_sharded(const std::string& dir, const ShardedState& mine, const Dict& common) {
   const std::string save_id = begin_save(dir);
   const std::string what = "could not save sharded checkpoint " + dir;
-  agree(failure_of([&] {
-          save_file(in_dir(dir, rank_file(dist::get_rank())), rank_content(mine, save_id));
-          if (dist::get_rank() == 0)
-            save_file(in_dir(dir, kIndex), index_content(mine, save_id, common));
-        }),
-        what);
+  throw_if_any_rank_failed(failure_of([&] {
+                             save_file(in_dir(dir, rank_file(dist::get_rank())),
+                                       rank_content(mine, save_id));
+                             if (dist::get_rank() == 0)
+                               save_file(in_dir(dir, kIndex), index_content(mine, save_id, common));
+                           }),
+                           what);
   std::string marker_failure;
   if (dist::get_rank() == 0) {
     marker_failure = failure_of([&] {
@@ -262,7 +262,7 @@ void save_sharded(const std::string& dir, const ShardedState& mine, const Dict& 
       save_file(in_dir(dir, kMarker), marker);
     });
   }
-  agree(marker_failure, what);
+  throw_if_any_rank_failed(marker_failure, what);
 }
 
 bool is_sharded_checkpoint(const std::string& path) {
