@@ -6,8 +6,9 @@
 #include <vector>
 
 #include "engine/dist/dist.h"
+#include "engine/model/batch_norm.h"
 #include "engine/runner/runner.h"
-#include "engine/strategy/strategy.h"
+#include "engine/strategy/fsdp_strategy.h"
 #include "examples/classifier.h"
 
 namespace resume_cases {
@@ -34,13 +35,15 @@ class CrashingData : public examples::Blobs {
 
 }  // namespace
 
-rc::Gen<Case> resume_case(int world_size) {
-  return rc::gen::exec([world_size] {
+rc::Gen<Case> resume_case(int world_size, const std::string& strategy) {
+  return rc::gen::exec([world_size, strategy] {
     Case c;
+    c.strategy = strategy;
     c.world_size = world_size;
     c.max_iters = *rc::gen::inRange<int64_t>(3, 16);
-    c.stop_at = *rc::gen::inRange<int64_t>(1, c.max_iters);
     c.accumulate = *rc::gen::inRange<int64_t>(1, 3);
+    const int64_t step = strategy == "FSDPStrategy" ? c.accumulate : 1;
+    c.stop_at = step * *rc::gen::inRange<int64_t>(1, (c.max_iters - 1) / step + 1);
     c.milestone = *rc::gen::inRange<int64_t>(1, c.max_iters + 1);
     return c;
   });
@@ -52,11 +55,20 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
   env.seed = 11;
   env.diff_rank_seed = true;  // every rank's generator differs: each must come back
   env.seed_process_generator = false;
-  auto strategy = std::make_shared<engine::strategy::DDPStrategy>(
-      env, engine::strategy::DDPStrategyOptions{Json{{"bucket_cap_mb", 0.0005}}, "torch"});
-  strategy->setup_env();
+  std::shared_ptr<engine::strategy::BaseStrategy> strategy;
   auto init = at::make_generator<at::CPUGeneratorImpl>(5);
   auto model = std::make_shared<examples::Classifier>(examples::ClassifierOptions{6, 10, 3}, init);
+  if (c.strategy == "FSDPStrategy") {
+    engine::model::convert_sync_batchnorm(*model);  // DDPStrategy's sync_bn, by hand
+    engine::strategy::FSDPStrategyOptions options;
+    options.model_wrapper = {
+        {"auto_wrap_policy", {{"type", "size_based_auto_wrap_policy"}, {"min_num_params", 20}}}};
+    strategy = std::make_shared<engine::strategy::FSDPStrategy>(env, options);
+  } else {
+    strategy = std::make_shared<engine::strategy::DDPStrategy>(
+        env, engine::strategy::DDPStrategyOptions{Json{{"bucket_cap_mb", 0.0005}}, "torch"});
+  }
+  strategy->setup_env();
   examples::BlobsOptions data;
   data.size = 40;
   data.features = 6;
@@ -79,6 +91,10 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
   Outcome out;
   for (const auto& entry : engine::checkpoint::state_dict(strategy->module())) {
     out.state[entry.first] = entry.second.clone();
+  }
+  if (auto* fsdp = dynamic_cast<engine::model::MMFullyShardedDataParallel*>(
+          strategy->prepared().model.get())) {
+    for (const auto& entry : fsdp->full_parameters()) out.state[entry.first] = entry.second;
   }
   out.next_draw = at::rand({4}, strategy->generator(), at::kDouble);
   return out;

@@ -10,12 +10,14 @@
 
 #include "engine/checkpoint/state_dict.h"
 
-// The exact-resume property's training runs (DDPStrategy, SyncBatchNorm-free
-// classifier, SGD with momentum, MultiStepLR, gradient accumulation, every
-// rank's generator in use), shared by its suite and by tools/simcheck.
+// The exact-resume property's training runs (DDPStrategy or FSDPStrategy,
+// classifier with SyncBatchNorm, SGD with momentum, MultiStepLR, gradient
+// accumulation, every rank's generator in use), shared by its suite and by
+// tools/simcheck.
 namespace resume_cases {
 
 struct Case {
+  std::string strategy = "DDPStrategy";  // or "FSDPStrategy" (FULL_SHARD, sharded checkpoints)
   int world_size = 1;
   int64_t max_iters = 3;
   int64_t stop_at = 1;     // the iteration after which the stopped run dies
@@ -24,8 +26,9 @@ struct Case {
 };
 
 // Cases for `world_size` ranks: 3-15 iterations, a stop anywhere before the
-// end, accumulation 1-2, the milestone anywhere.
-rc::Gen<Case> resume_case(int world_size);
+// end, accumulation 1-2, the milestone anywhere. FSDPStrategy stops only
+// where an accumulation group ends (it cannot save inside one yet).
+rc::Gen<Case> resume_case(int world_size, const std::string& strategy = "DDPStrategy");
 
 // Everything that must come out bit-identical: the module's parameters and
 // buffers, and the next random draw of the rank's generator.

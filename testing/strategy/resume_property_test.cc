@@ -1,5 +1,6 @@
 // A run killed after a checkpoint and resumed ends bit-identical to one that
-// never stopped: parameters, buffers and each rank's next random draw.
+// never stopped: parameters, buffers and each rank's next random draw, under
+// DDPStrategy (one checkpoint file) and FSDPStrategy (sharded checkpoints).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -22,8 +23,9 @@ std::string work_dir(const std::string& name) {
 }
 
 HARNESS_PROP(ResumeProperty, AStoppedAndResumedRunEndsBitIdenticalToAnUninterruptedOne, ()) {
-  const Case c = *resume_cases::resume_case(*rc::gen::inRange(1, 5));
-  RC_TAG(c.world_size);
+  const std::string strategy = *rc::gen::element<std::string>("DDPStrategy", "FSDPStrategy");
+  const Case c = *resume_cases::resume_case(*rc::gen::inRange(1, 5), strategy);
+  RC_TAG(c.strategy, c.world_size);
   const auto straight_dir = work_dir("straight");
   const auto stopped_dir = work_dir("stopped");
   const auto straight = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
