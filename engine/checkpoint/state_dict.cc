@@ -19,6 +19,18 @@ std::string join(const std::vector<std::string>& names) {
 
 }  // namespace
 
+c10::Dict<std::string, at::Tensor> to_dict(const StateDict& state) {
+  c10::Dict<std::string, at::Tensor> out;
+  for (const auto& item : state) out.insert(item.first, item.second);
+  return out;
+}
+
+StateDict from_dict(const c10::impl::GenericDict& dict, const at::Device& device) {
+  StateDict out;
+  for (const auto& item : dict) out[item.key().toStringRef()] = item.value().toTensor().to(device);
+  return out;
+}
+
 StateDict state_dict(const torch::nn::Module& module) {
   StateDict state;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {

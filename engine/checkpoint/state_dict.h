@@ -1,5 +1,6 @@
 #pragma once
 
+#include <ATen/core/Dict.h>
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
@@ -16,6 +17,11 @@ using StateDict = std::map<std::string, at::Tensor>;
 // Every parameter and buffer of `module` and its descendants by dotted name,
 // detached (they share storage with the module).
 StateDict state_dict(const torch::nn::Module& module);
+
+// The form checkpoint files hold a state dict in (Dict<str, Tensor>), and
+// back (each tensor moved to `device`).
+c10::Dict<std::string, at::Tensor> to_dict(const StateDict& state);
+StateDict from_dict(const c10::impl::GenericDict& dict, const at::Device& device = at::kCPU);
 
 // (pattern, replacement) pairs applied in order to every key with
 // std::regex_replace; mmengine's revise_keys. The default strips a leading

@@ -95,7 +95,8 @@ TEST(OptimizerStateTest, StateValuesAndGroupOptionsAreNamedAndLoadedAsGiven) {
   state.group_options[0].insert_or_assign("lr", 0.5);
   load_optimizer_state(*adam, state);
   const OptimizerState loaded = optimizer_state(*adam);
-  EXPECT_TRUE(at::equal(loaded.params[1].at("exp_avg").toTensor(), at::full({4}, 7.0, at::kDouble)));
+  EXPECT_TRUE(
+      at::equal(loaded.params[1].at("exp_avg").toTensor(), at::full({4}, 7.0, at::kDouble)));
   EXPECT_DOUBLE_EQ(adam->param_groups()[0].options().get_lr(), 0.5);
 }
 
@@ -109,8 +110,9 @@ TEST(OptimizerStateTest, StateForOtherGroupsIsRefusedWithTheSizes) {
     load_optimizer_state(*sgd, state);
     FAIL() << "loaded state for two parameters into an optimizer of three";
   } catch (const dist::InvalidArgument& error) {
-    EXPECT_NE(std::string(error.what()).find("sizes [ 2 ] does not fit an optimizer whose groups "
-                                             "have [ 3 ] parameters"),
+    EXPECT_NE(std::string(error.what())
+                  .find("sizes [ 2 ] does not fit an optimizer whose groups "
+                        "have [ 3 ] parameters"),
               std::string::npos)
         << error.what();
   }

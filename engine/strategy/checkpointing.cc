@@ -61,14 +61,6 @@ void restore_pending_gradients(torch::nn::Module& module, const Dict& rows,
   }
 }
 
-c10::IValue entry(const Dict& dict, const std::string& key, const std::string& path) {
-  if (!dict.contains(key)) {
-    throw checkpoint::CheckpointError("checkpoint " + path + ": has no \"" + key +
-                                      "\" entry; was it written by save_checkpoint?");
-  }
-  return dict.at(key);
-}
-
 // Rank 0 runs `write`; every rank learns its outcome.
 void on_first_rank_for_all(const std::function<void()>& write) {
   std::string failure;
@@ -151,9 +143,7 @@ void BaseStrategy::write_single_file(const std::string& path, Dict training,
                                      const std::function<checkpoint::StateDict()>& model_state,
                                      const std::function<at::Tensor()>& optimizer_bytes) {
   on_first_rank_for_all([&] {
-    c10::Dict<std::string, at::Tensor> weights;
-    for (const auto& item : model_state()) weights.insert(item.first, item.second);
-    training.insert("state_dict", weights);
+    training.insert("state_dict", checkpoint::to_dict(model_state()));
     training.insert("optimizer", optimizer_bytes());
     checkpoint::save_file(path, training);
   });
@@ -163,19 +153,27 @@ Dict BaseStrategy::read_single_file(const std::string& path) {
   return checkpoint::load_file(path).toGenericDict();
 }
 
+c10::IValue BaseStrategy::checkpoint_entry(const Dict& content, const std::string& key,
+                                           const std::string& path) {
+  if (!content.contains(key)) {
+    throw checkpoint::CheckpointError(
+        dist::on_rank(dist::get_rank(), "checkpoint " + path + ": has no \"" + key +
+                                            "\" entry; was it written by save_checkpoint?"));
+  }
+  return content.at(key);
+}
+
 Dict BaseStrategy::read_checkpoint(const std::string& path, const LoadOptions& options,
                                    bool with_optimizer) {
   const Dict content = read_single_file(path);
-  const at::Device device(options.map_location);
-  checkpoint::StateDict weights;
-  for (const auto& item : entry(content, "state_dict", path).toGenericDict()) {
-    weights[item.key().toStringRef()] = item.value().toTensor().to(device);
-  }
+  const checkpoint::StateDict weights =
+      checkpoint::from_dict(checkpoint_entry(content, "state_dict", path).toGenericDict(),
+                            at::Device(options.map_location));
   checkpoint::load_state_dict(module(), checkpoint::revise_keys(weights, options.revise_keys),
                               options.strict, path);
   if (with_optimizer) {
     optim::load_optimizer_bytes(prepared().optim_wrapper->optimizer(),
-                                entry(content, "optimizer", path).toTensor());
+                                checkpoint_entry(content, "optimizer", path).toTensor());
   }
   return content;
 }
@@ -188,15 +186,16 @@ Resumed BaseStrategy::resume(const std::string& path, const LoadOptions& options
   const Dict content = read_checkpoint(path, options, /*with_optimizer=*/true);
   const Prepared& parts = prepared();
   if (parts.param_scheduler) {
-    parts.param_scheduler->load_state(entry(content, "param_schedulers", path));
+    parts.param_scheduler->load_state(checkpoint_entry(content, "param_schedulers", path));
   }
-  restore_rng_states(entry(content, "rng", path).toGenericDict(), path);
+  restore_rng_states(checkpoint_entry(content, "rng", path).toGenericDict(), path);
   if (content.contains("pending_gradients")) {
     restore_pending_gradients(module(), content.at("pending_gradients").toGenericDict(), path);
   }
-  const Dict meta = entry(content, "meta", path).toGenericDict();
-  Resumed out{{entry(meta, "iter", path).toInt(), entry(meta, "epoch", path).toInt()},
-              entry(content, "extra", path).toGenericDict()};
+  const Dict meta = checkpoint_entry(content, "meta", path).toGenericDict();
+  Resumed out{
+      {checkpoint_entry(meta, "iter", path).toInt(), checkpoint_entry(meta, "epoch", path).toInt()},
+      checkpoint_entry(content, "extra", path).toGenericDict()};
   return out;
 }
 

@@ -26,21 +26,6 @@ std::string upper(std::string text) {
   return text;
 }
 
-c10::IValue required(const Dict& content, const std::string& key, const std::string& path) {
-  if (!content.contains(key)) {
-    throw checkpoint::CheckpointError(
-        dist::on_rank(dist::get_rank(), "checkpoint " + path + ": has no \"" + key +
-                                            "\" entry; was it written by save_checkpoint?"));
-  }
-  return content.at(key);
-}
-
-c10::Dict<std::string, at::Tensor> tensor_dict(const checkpoint::StateDict& state) {
-  c10::Dict<std::string, at::Tensor> out;
-  for (const auto& item : state) out.insert(item.first, item.second);
-  return out;
-}
-
 }  // namespace
 
 StateDictType parse_state_dict_type(const std::string& name) {
@@ -93,14 +78,14 @@ std::vector<std::string> FSDPStrategy::optimizer_parameter_names() {
   return out;
 }
 
-checkpoint::ShardedState FSDPStrategy::sharded_state(bool with_optimizer) {
+checkpoint::ShardedState FSDPStrategy::sharded_state(const optim::OptimizerState* optimizer) {
   checkpoint::ShardedState state;
   state.shards = wrapper().local_shards();
-  if (!with_optimizer) return state;
-  const auto values = optim::optimizer_state(prepared().optim_wrapper->optimizer()).params;
+  if (!optimizer) return state;
   const auto names = optimizer_parameter_names();
   for (size_t i = 0; i < names.size(); ++i) {
-    if (!values[i].empty()) state.optimizer.insert_or_assign(names[i], values[i]);
+    const optim::ValueDict& values = optimizer->params[i];
+    if (!values.empty()) state.optimizer.insert_or_assign(names[i], values);
   }
   return state;
 }
@@ -142,9 +127,10 @@ Dict FSDPStrategy::pending_gradients() {
 }
 
 void FSDPStrategy::write_checkpoint(const std::string& path, Dict training) {
-  optim::OptimizerState groups = optim::optimizer_state(prepared().optim_wrapper->optimizer());
+  const optim::OptimizerState optimizer =
+      optim::optimizer_state(prepared().optim_wrapper->optimizer());
   if (options_.state_dict_type == StateDictType::kFull) {
-    const checkpoint::FullState full = checkpoint::gather_full(sharded_state(true));
+    const checkpoint::FullState full = checkpoint::gather_full(sharded_state(&optimizer));
     write_single_file(
         path, std::move(training),
         [&] {
@@ -152,17 +138,17 @@ void FSDPStrategy::write_checkpoint(const std::string& path, Dict training) {
           for (const auto& item : full.params) state[item.first] = item.second;
           return state;
         },
-        [&] { return optim::optimizer_bytes_of(positional(full.optimizer, groups)); });
+        [&] { return optim::optimizer_bytes_of(positional(full.optimizer, optimizer)); });
     return;
   }
-  training.insert("buffers", tensor_dict(buffers()));
-  training.insert("optimizer_groups", optim::optimizer_bytes_of(positional({}, groups)));
-  checkpoint::save_sharded(path, sharded_state(true), training);
+  training.insert("buffers", checkpoint::to_dict(buffers()));
+  training.insert("optimizer_groups", optim::optimizer_bytes_of(positional({}, optimizer)));
+  checkpoint::save_sharded(path, sharded_state(&optimizer), training);
 }
 
 Dict FSDPStrategy::read_checkpoint(const std::string& path, const LoadOptions& options,
                                    bool with_optimizer) {
-  checkpoint::ShardedState state = sharded_state(false);
+  checkpoint::ShardedState state = sharded_state();
   optim::OptimizerState groups;
   Dict content = empty_extra();
   std::string failure;
@@ -186,13 +172,10 @@ Dict FSDPStrategy::read_into(const std::string& path, const LoadOptions& options
   Dict content = empty_extra();
   if (checkpoint::is_sharded_checkpoint(path)) {
     content = checkpoint::load_sharded(path, state);
-    checkpoint::StateDict saved_buffers;
-    for (const auto& item : required(content, "buffers", path).toGenericDict()) {
-      saved_buffers[item.key().toStringRef()] = item.value().toTensor();
-    }
-    load_buffers(saved_buffers, path);
-    groups =
-        optim::optimizer_state_from_bytes(required(content, "optimizer_groups", path).toTensor());
+    load_buffers(checkpoint::from_dict(checkpoint_entry(content, "buffers", path).toGenericDict()),
+                 path);
+    groups = optim::optimizer_state_from_bytes(
+        checkpoint_entry(content, "optimizer_groups", path).toTensor());
   } else {
     content = read_full_file(path, options, with_optimizer, state, groups);
   }
@@ -203,11 +186,9 @@ Dict FSDPStrategy::read_full_file(const std::string& path, const LoadOptions& op
                                   bool with_optimizer, checkpoint::ShardedState& state,
                                   optim::OptimizerState& groups) {
   const Dict content = read_single_file(path);
-  checkpoint::StateDict saved;
-  for (const auto& item : required(content, "state_dict", path).toGenericDict()) {
-    saved[item.key().toStringRef()] = item.value().toTensor();
-  }
-  saved = checkpoint::revise_keys(saved, options.revise_keys);
+  const checkpoint::StateDict saved = checkpoint::revise_keys(
+      checkpoint::from_dict(checkpoint_entry(content, "state_dict", path).toGenericDict()),
+      options.revise_keys);
   checkpoint::FullState full;
   checkpoint::StateDict saved_buffers;
   std::set<std::string> params;
@@ -220,7 +201,8 @@ Dict FSDPStrategy::read_full_file(const std::string& path, const LoadOptions& op
     }
   }
   if (with_optimizer) {
-    groups = optim::optimizer_state_from_bytes(required(content, "optimizer", path).toTensor());
+    groups =
+        optim::optimizer_state_from_bytes(checkpoint_entry(content, "optimizer", path).toTensor());
     const auto names = optimizer_parameter_names();
     if (groups.params.size() != names.size()) {
       throw checkpoint::CheckpointError(dist::on_rank(

@@ -53,7 +53,8 @@ class FSDPStrategy : public BaseStrategy {
  private:
   model::MMFullyShardedDataParallel& wrapper();
   std::vector<std::string> optimizer_parameter_names();
-  checkpoint::ShardedState sharded_state(bool with_optimizer);
+  // This rank's shards, with `optimizer`'s values by parameter name if given.
+  checkpoint::ShardedState sharded_state(const optim::OptimizerState* optimizer = nullptr);
   checkpoint::StateDict buffers();
   void load_buffers(const checkpoint::StateDict& buffers, const std::string& path);
   // `by_name` put in the optimizer's order, with `groups`' group options.

@@ -125,6 +125,9 @@ class BaseStrategy {
                          const std::function<at::Tensor()>& optimizer_bytes);
   // A file written by write_single_file, read on every rank.
   static c10::impl::GenericDict read_single_file(const std::string& path);
+  // content[key], or a CheckpointError naming the file and the key.
+  static c10::IValue checkpoint_entry(const c10::impl::GenericDict& content, const std::string& key,
+                                      const std::string& path);
 
  private:
   c10::impl::GenericDict rng_states();
