@@ -14,6 +14,7 @@
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
 #include "engine/optim/grad_norm.h"
+#include "engine/optim/step_hook.h"
 
 namespace engine::optim {
 namespace {
@@ -65,8 +66,17 @@ void OptimWrapper::backward(const at::Tensor& loss) {
 }
 
 void OptimWrapper::step() {
+  std::vector<StepHook*> hooks;
+  for (const auto& group : optimizer_->param_groups()) {
+    for (const auto& param : group.params()) {
+      StepHook* hook = step_hook_of(param);
+      if (hook && std::find(hooks.begin(), hooks.end(), hook) == hooks.end()) hooks.push_back(hook);
+    }
+  }
+  for (StepHook* hook : hooks) hook->before_step();
   if (options_.clip_grad) clip_gradients();
   optimizer_->step();
+  for (StepHook* hook : hooks) hook->after_step();
 }
 
 // LibTorch 1.13's Optimizer::zero_grad detaches each gradient in place, which

@@ -53,7 +53,8 @@ class OptimWrapper {
   // The loss divided by the size of the current accumulation group.
   at::Tensor scale_loss(const at::Tensor& loss) const;
   void backward(const at::Tensor& loss);
-  // Clips (if configured) and steps the optimizer.
+  // Clips (if configured) and steps the optimizer, between the step hooks
+  // attached to its parameters (engine/optim/step_hook.h).
   void step();
   void zero_grad();
 

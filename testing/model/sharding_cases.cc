@@ -7,6 +7,7 @@
 
 #include "engine/model/batch_norm.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
+#include "engine/model/wrappers/zero_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
 
 namespace sharding_cases {
@@ -15,8 +16,9 @@ using engine::model::MMFullyShardedDataParallel;
 
 void showValue(const ShardingCase& c, std::ostream& os) {
   os << "world_size=" << c.world_size << " strategy=" << c.strategy
-     << " hybrid_shard_size=" << c.hybrid_shard_size << " wrap=" << c.wrap
-     << " min_num_params=" << c.min_num_params << " batch=" << c.batch
+     << " hybrid_shard_size=" << c.hybrid_shard_size
+     << " reduce_bucket_size=" << c.reduce_bucket_size << " overlap_comm=" << c.overlap_comm
+     << " wrap=" << c.wrap << " min_num_params=" << c.min_num_params << " batch=" << c.batch
      << " iterations=" << c.iterations << " accumulative_counts=" << c.accumulative_counts
      << " communicate_every_step=" << c.communicate_every_step
      << " ignore_first_head=" << c.ignore_first_head << " freeze_first_bias=" << c.freeze_first_bias
@@ -28,8 +30,8 @@ rc::Gen<ShardingCase> sharding_case(std::optional<int> world_size) {
   return rc::gen::exec([world_size] {
     ShardingCase c;
     c.spec = *nets::net_spec();
-    c.strategy =
-        *rc::gen::element<std::string>("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD");
+    c.strategy = *rc::gen::element<std::string>("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD",
+                                                "HYBRID_SHARD", "ZERO_1", "ZERO_2");
     if (world_size) {
       c.world_size = *world_size;
     } else if (c.strategy == "HYBRID_SHARD") {
@@ -41,6 +43,8 @@ rc::Gen<ShardingCase> sharding_case(std::optional<int> world_size) {
       // Two replica groups where the world allows it.
       c.hybrid_shard_size = c.world_size % 2 == 0 ? c.world_size / 2 : c.world_size;
     }
+    c.reduce_bucket_size = *rc::gen::inRange<int64_t>(1, 200);
+    c.overlap_comm = *rc::gen::arbitrary<bool>();
     c.wrap = *rc::gen::element<std::string>("root", "layers", "size");
     c.min_num_params = *rc::gen::inRange<int64_t>(1, 60);
     c.batch = *rc::gen::inRange<int64_t>(c.spec.batch_norm ? 2 : 1, 4);
@@ -116,6 +120,18 @@ engine::model::FSDPOptions fsdp_options(const ShardingCase& c, nets::TestNet& ne
   return options;
 }
 
+std::shared_ptr<MMFullyShardedDataParallel> wrap(const ShardingCase& c,
+                                                 std::shared_ptr<nets::TestNet> net) {
+  if (c.strategy == "ZERO_1" || c.strategy == "ZERO_2") {
+    engine::model::ZeroOptions options;
+    options.stage = c.strategy == "ZERO_1" ? 1 : 2;
+    options.reduce_bucket_size = c.reduce_bucket_size;
+    options.overlap_comm = c.overlap_comm;
+    return std::make_shared<engine::model::MMZeroDataParallel>(net, options);
+  }
+  return std::make_shared<MMFullyShardedDataParallel>(net, fsdp_options(c, *net));
+}
+
 }  // namespace
 
 Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank) {
@@ -123,7 +139,7 @@ Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank) {
   // Only rank 0 starts from `initial`: the wrapper must broadcast it.
   if (rank == 0) nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
   if (c.spec.batch_norm) engine::model::convert_sync_batchnorm(*net);
-  auto fsdp = std::make_shared<MMFullyShardedDataParallel>(net, fsdp_options(c, *net));
+  auto fsdp = wrap(c, net);
   engine::optim::OptimWrapper optim(optimizer_for(c, *fsdp), wrapper_options(c));
   Run run;
   for (int it = 0; it < c.iterations; ++it) {

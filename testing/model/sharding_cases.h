@@ -12,7 +12,7 @@
 
 // The sharded-training equivalence property's cases and its two sides,
 // shared by the simulator suite and the process suite (testing/process):
-// N ranks under MMFullyShardedDataParallel end every step with the
+// N ranks under MMFullyShardedDataParallel or MMZeroDataParallel end every step with the
 // parameters (and the clipping's grad_norm) one process reaches on the
 // concatenated batch.
 namespace sharding_cases {
@@ -25,7 +25,10 @@ struct ShardingCase {
   int64_t accumulative_counts = 1;
   // Accumulation that reduce-scatters every micro-batch instead of no_sync.
   bool communicate_every_step = false;
+  // A ShardingStrategy's name, or ZERO_1 / ZERO_2 (MMZeroDataParallel).
   std::string strategy = "FULL_SHARD";
+  int64_t reduce_bucket_size = 1;  // ZeRO, in elements
+  bool overlap_comm = false;       // ZeRO
   int hybrid_shard_size = 0;
   // "root" (one unit), "layers" (every Linear and Conv2d), "size" (by count).
   std::string wrap = "root";
@@ -51,7 +54,7 @@ struct Run {
   std::vector<double> grad_norms;
 };
 
-// One rank under MMFullyShardedDataParallel (only rank 0 starts from
+// One rank under the case's wrapper (only rank 0 starts from
 // `initial`: sync_module_states must broadcast it).
 Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank);
 

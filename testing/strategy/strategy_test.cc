@@ -105,7 +105,7 @@ TEST(StrategyTest, DdpPrepareWrapsOnceWithMmengineDefaultsAndConvertsBatchNorm) 
 TEST(StrategyTest, TheSeparateWrapperIsBuiltByName) {
   EXPECT_EQ(engine::model::model_wrappers().names(),
             (std::vector<std::string>{"MMDistributedDataParallel", "MMFullyShardedDataParallel",
-                                      "MMSeparateDistributedDataParallel"}));
+                                      "MMSeparateDistributedDataParallel", "MMZeroDataParallel"}));
   harness::run_ranks(2, [](int) {
     auto strategy = strategies().build(
         {{"type", "DDPStrategy"},

@@ -29,6 +29,16 @@ void check_one_dtype_and_device(const std::string& unit, const std::vector<UnitP
   }
 }
 
+void check_contiguous(const std::string& unit, const std::vector<UnitParameter>& params) {
+  for (const auto& param : params) {
+    if (param.tensor.is_contiguous()) continue;
+    throw dist::InvalidArgument(dist::on_rank(
+        dist::get_rank(), "sharding unit \"" + unit + "\": parameter \"" + param.name +
+                              "\" is not contiguous; whole parameters are gathered in place, so "
+                              "make it contiguous before wrapping"));
+  }
+}
+
 }  // namespace
 
 void GatheredMeter::add(int64_t bytes) {
@@ -39,13 +49,15 @@ void GatheredMeter::add(int64_t bytes) {
 void GatheredMeter::remove(int64_t bytes) { current -= bytes; }
 
 FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
-                   GatheredMeter* meter)
+                   GatheredMeter* meter, Residency residency)
     : name_(std::move(name)),
       params_(std::move(params)),
       groups_(std::move(groups)),
-      meter_(meter) {
+      meter_(meter),
+      residency_(residency) {
   if (params_.empty()) return;
   check_one_dtype_and_device(name_, params_);
+  if (residency_ == Residency::kWhole) check_contiguous(name_, params_);
   if (groups_.shard) {
     shard_size_ = groups_.shard->size();
     shard_rank_ = groups_.shard->rank();
@@ -55,19 +67,23 @@ FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGrou
     offsets_.push_back(block_numel_);
     block_numel_ += layouts_.back().shard_numel();
   }
+  shard_grads_.resize(params_.size());
+  unsharded_grads_.resize(params_.size());
+  if (residency_ == Residency::kWhole) {
+    for (const auto& param : params_) full_.push_back(param.tensor.variable_data());
+    gathered_ = true;
+    meter_->add(full_bytes());
+    return;
+  }
   const at::TensorOptions options = params_.front().tensor.options().requires_grad(false);
   flat_shard_ = at::empty({block_numel_}, options);
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor& param = params_[i].tensor;
-    at::Tensor shard = flat_shard_.narrow(0, offsets_[i], layouts_[i].shard_numel());
-    copy_shard(param.detach(), layouts_[i], shard_rank_, shard);
-    full_.push_back(at::empty(param.sizes(), options));
+    copy_shard(params_[i].tensor.detach(), layouts_[i], shard_rank_, shard_view_of(i));
+    full_.push_back(at::empty(params_[i].tensor.sizes(), options));
     free_full(i);
-    param.set_data(shard.view(layouts_[i].shard_sizes()));
   }
-  shard_grads_.resize(params_.size());
-  unsharded_grads_.resize(params_.size());
+  point_at_shards();
 }
 
 FlatUnit::~FlatUnit() {
@@ -76,6 +92,14 @@ FlatUnit::~FlatUnit() {
 
 int64_t FlatUnit::shard_bytes() const {
   return flat_shard_.defined() ? flat_shard_.numel() * flat_shard_.element_size() : 0;
+}
+
+int64_t FlatUnit::unsharded_grad_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& grad : unsharded_grads_) {
+    if (grad.defined()) bytes += grad.numel() * static_cast<int64_t>(grad.element_size());
+  }
+  return bytes;
 }
 
 int64_t FlatUnit::full_bytes() const {
@@ -95,29 +119,82 @@ void FlatUnit::allocate_full(size_t param) {
 
 void FlatUnit::free_full(size_t param) { full_[param].storage().unsafeGetStorageImpl()->reset(); }
 
-void FlatUnit::gather() {
-  if (!sharded() || gathered_) return;
+at::Tensor FlatUnit::shard_view_of(size_t param) const {
+  return flat_shard_.narrow(0, offsets_[param], layouts_[param].shard_numel());
+}
+
+void FlatUnit::point_at_shards() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].tensor.set_data(shard_view_of(i).view(layouts_[i].shard_sizes()));
+  }
+  gathered_ = false;
+}
+
+void FlatUnit::unshard() {
   at::Tensor blocks = at::empty({shard_size_, block_numel_}, flat_shard_.options());
   dist::all_gather_into_tensor(blocks, flat_shard_, groups_.shard);
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
-    allocate_full(i);
     copy_from_blocks(blocks, offsets_[i], layouts_[i], full_[i].view({-1}));
     params_[i].tensor.set_data(full_[i]);
   }
   gathered_ = true;
+}
+
+void FlatUnit::gather() {
+  if (!sharded() || gathered_) return;
+  for (size_t i = 0; i < params_.size(); ++i) allocate_full(i);
+  unshard();
   meter_->add(full_bytes());
 }
 
 void FlatUnit::reshard() {
-  if (!gathered_) return;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].tensor.set_data(flat_shard_.narrow(0, offsets_[i], layouts_[i].shard_numel())
-                                   .view(layouts_[i].shard_sizes()));
-    free_full(i);
-  }
-  gathered_ = false;
+  if (!gathered_ || residency_ == Residency::kWhole) return;
+  point_at_shards();
+  for (size_t i = 0; i < params_.size(); ++i) free_full(i);
   meter_->remove(full_bytes());
+}
+
+void FlatUnit::enter_step() {
+  if (residency_ != Residency::kWhole || !sharded() || !gathered_) return;
+  flat_shard_ = at::empty({block_numel_}, full_.front().options());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    copy_shard(full_[i], layouts_[i], shard_rank_, shard_view_of(i));
+  }
+  point_at_shards();
+}
+
+void FlatUnit::leave_step() {
+  if (residency_ != Residency::kWhole || !sharded() || gathered_) return;
+  unshard();
+  flat_shard_ = at::Tensor();
+}
+
+std::vector<LocalShard> FlatUnit::local_shards() const {
+  if (residency_ == Residency::kSharded && gathered_) {
+    throw dist::InvalidArgument(dist::on_rank(
+        dist::get_rank(), "sharding unit \"" + name_ +
+                              "\" is gathered; take the shards between steps, not inside one"));
+  }
+  std::vector<LocalShard> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor data = params_[i].tensor;
+    if (residency_ == Residency::kWhole && gathered_) {
+      data = at::empty(layouts_[i].shard_sizes(), full_[i].options());
+      copy_shard(full_[i], layouts_[i], shard_rank_, data.view({-1}));
+    }
+    out.push_back({params_[i].name, layouts_[i], shard_rank_, data});
+  }
+  return out;
+}
+
+void FlatUnit::load_local_shards(const std::vector<LocalShard>& shards) {
+  enter_step();
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!shards[i].data.is_same(params_[i].tensor)) params_[i].tensor.copy_(shards[i].data);
+  }
+  leave_step();
 }
 
 void FlatUnit::expose_unsharded_grads() {
@@ -132,7 +209,7 @@ void FlatUnit::expose_unsharded_grads() {
 
 void FlatUnit::launch_reduction() {
   if (params_.empty()) return;
-  at::Tensor blocks = at::zeros({shard_size_, block_numel_}, flat_shard_.options());
+  at::Tensor blocks = at::zeros({shard_size_, block_numel_}, full_.front().options());
   had_grads_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& grad = params_[i].tensor.grad();
@@ -142,7 +219,7 @@ void FlatUnit::launch_reduction() {
     unsharded_grads_[i] = at::Tensor();
   }
   blocks.div_(groups_.world_size);
-  reduced_ = at::empty({block_numel_}, flat_shard_.options());
+  reduced_ = at::empty({block_numel_}, full_.front().options());
   if (sharded()) {
     reduction_ = dist::reduce_scatter_tensor_async(reduced_, blocks, "sum", groups_.shard);
   } else {

@@ -35,12 +35,19 @@ struct GatheredMeter {
   void remove(int64_t bytes);
 };
 
+// Where a unit's parameters live between optimizer steps.
+//   kSharded  only this rank's shard (FSDP): gathered for forward and
+//             backward, freed after
+//   kWhole    whole on every rank (ZeRO stages 1-2): the shard exists only
+//             while the optimizer steps it, then the unit is all-gathered
+enum class Residency { kSharded, kWhole };
+
 // One sharding unit: parameters that are gathered together in one
 // all-gather and whose gradients are reduced together in one
 // reduce-scatter, each laid out as ShardLayout says, end to end in a flat
 // buffer of block_numel() elements per rank.
 //
-// At rest every parameter's data is its shard (a view into the unit's flat
+// kSharded: at rest every parameter's data is its shard (a view into the unit's flat
 // shard, so the optimizer steps the shards in place and sees one tensor per
 // original parameter) and its .grad the sharded gradient. gather() points the
 // parameters at full tensors; reshard() points them back and frees the full
@@ -61,8 +68,9 @@ class FlatUnit {
   // Collective-free: takes each parameter's current (full) data as the
   // values to shard. All parameters share one dtype and device, else
   // InvalidArgument naming the unit.
+  // kWhole needs contiguous parameters (InvalidArgument otherwise).
   FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
-           GatheredMeter* meter);
+           GatheredMeter* meter, Residency residency = Residency::kSharded);
   ~FlatUnit();
   FlatUnit(const FlatUnit&) = delete;
   FlatUnit& operator=(const FlatUnit&) = delete;
@@ -74,13 +82,27 @@ class FlatUnit {
   bool sharded() const { return shard_size_ > 1; }
   int shard_rank() const { return shard_rank_; }
   bool gathered() const { return gathered_; }
+  Residency residency() const { return residency_; }
   int64_t block_numel() const { return block_numel_; }
-  // Bytes of this rank's shards, and of the full parameters.
+  // Bytes of this rank's shards held now, of the full parameters, and of
+  // the unsharded gradients kept for a later reduction (no_sync).
   int64_t shard_bytes() const;
   int64_t full_bytes() const;
+  int64_t unsharded_grad_bytes() const;
 
   void gather();
   void reshard();
+  // kWhole only (no-ops otherwise); enter_step is collective-free,
+  // leave_step collective.
+  void enter_step();
+  void leave_step();
+
+  // This rank's chunk of each parameter: the parameters themselves for
+  // kSharded (nothing may be gathered: InvalidArgument), copies for kWhole.
+  std::vector<LocalShard> local_shards() const;
+  // Makes the unit's parameters hold `shards` (local_shards()' entries for
+  // this unit, in its order, possibly written into). Collective for kWhole.
+  void load_local_shards(const std::vector<LocalShard>& shards);
 
   void expose_unsharded_grads();
   void launch_reduction();
@@ -99,12 +121,16 @@ class FlatUnit {
  private:
   void allocate_full(size_t param);
   void free_full(size_t param);
+  at::Tensor shard_view_of(size_t param) const;  // flat, in flat_shard_
+  void point_at_shards();
+  void unshard();
   void restore_shard_grads();
 
   std::string name_;
   std::vector<UnitParameter> params_;
   UnitGroups groups_;
   GatheredMeter* meter_;
+  Residency residency_;
   int shard_size_ = 1;
   int shard_rank_ = 0;
   std::vector<ShardLayout> layouts_;

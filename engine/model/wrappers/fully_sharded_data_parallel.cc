@@ -97,7 +97,11 @@ ShardingStrategy parse_sharding_strategy(const std::string& name) {
 
 MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module,
                                                        FSDPOptions options)
-    : ModelWrapper(std::move(module)), options_(std::move(options)) {
+    : MMFullyShardedDataParallel(std::move(module), std::move(options), UnitScheme{}) {}
+
+MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module,
+                                                       FSDPOptions options, UnitScheme scheme)
+    : ModelWrapper(std::move(module)), options_(std::move(options)), scheme_(std::move(scheme)) {
   DDPOptions group_only;
   group_only.process_group = options_.process_group;
   group_ = wrapper_group(group_only, kWrapper);
@@ -121,7 +125,11 @@ MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel
   optim::attach_grad_sync(this, this);
   optim::attach_grad_sync(&this->module(), this);
   for (const auto& unit : units_) {
-    for (const auto& param : unit->parameters()) optim::attach_grad_norm_source(param.tensor, this);
+    for (const auto& param : unit->parameters()) {
+      optim::attach_grad_norm_source(param.tensor, this);
+      if (scheme_.residency == sharding::Residency::kWhole)
+        optim::attach_step_hook(param.tensor, this);
+    }
   }
 }
 
@@ -133,7 +141,10 @@ MMFullyShardedDataParallel::~MMFullyShardedDataParallel() {
   optim::detach_grad_sync(this);
   optim::detach_grad_sync(&module());
   for (const auto& unit : units_) {
-    for (const auto& param : unit->parameters()) optim::detach_grad_norm_source(param.tensor);
+    for (const auto& param : unit->parameters()) {
+      optim::detach_grad_norm_source(param.tensor);
+      if (scheme_.residency == sharding::Residency::kWhole) optim::detach_step_hook(param.tensor);
+    }
   }
 }
 
@@ -145,10 +156,12 @@ void MMFullyShardedDataParallel::build_units(const dist::GroupPtr& group) {
     std::tie(sharded.shard, sharded.replica) = hybrid_groups(group, options_.hybrid_shard_size);
   }
   sharded_norm_group_ = sharded.shard;
-  for (auto& plan :
-       sharding::plan_units(module(), options_.auto_wrap_policy, options_.ignored_modules)) {
-    units_.push_back(
-        std::make_unique<sharding::FlatUnit>(plan.name, std::move(plan.params), sharded, &meter_));
+  auto plans = scheme_.plan ? scheme_.plan(module())
+                            : sharding::plan_units(module(), options_.auto_wrap_policy,
+                                                   options_.ignored_modules);
+  for (auto& plan : plans) {
+    units_.push_back(std::make_unique<sharding::FlatUnit>(plan.name, std::move(plan.params),
+                                                          sharded, &meter_, scheme_.residency));
     unit_modules_.push_back(plan.module);
   }
   std::unordered_map<const c10::TensorImpl*, std::string> names;
@@ -294,7 +307,7 @@ void MMFullyShardedDataParallel::on_grad_ready(size_t unit) {
   // A frozen parameter's saved values may still be read by a later node of
   // this backward: such a unit is freed at the end.
   if (unit != 0 && !has_frozen_[unit]) units_[unit]->reshard();
-  if (backward_sync_) launch_ready_units();
+  if (backward_sync_ && scheme_.reduce_during_backward) launch_ready_units();
 }
 
 void MMFullyShardedDataParallel::launch_ready_units() {
@@ -377,26 +390,45 @@ std::map<std::string, at::Tensor> MMFullyShardedDataParallel::full_parameters() 
   return values;
 }
 
+void MMFullyShardedDataParallel::before_step() {
+  for (auto& unit : units_) unit->enter_step();
+}
+
+void MMFullyShardedDataParallel::after_step() {
+  for (auto& unit : units_) unit->leave_step();
+}
+
 std::vector<sharding::LocalShard> MMFullyShardedDataParallel::local_shards() {
   std::vector<sharding::LocalShard> out;
   for (const auto& unit : units_) {
-    if (unit->gathered()) {
-      throw dist::InvalidArgument(dist::on_rank(
-          dist::get_rank(), std::string(kWrapper) + ": unit " + unit->name() +
-                                " is gathered; take the shards between steps, not inside one"));
-    }
-    for (size_t i = 0; i < unit->parameters().size(); ++i) {
-      const auto& param = unit->parameters()[i];
-      out.push_back({param.name, unit->layout(i), unit->shard_rank(), param.tensor});
-    }
+    for (auto& shard : unit->local_shards()) out.push_back(std::move(shard));
   }
   return out;
+}
+
+void MMFullyShardedDataParallel::load_local_shards(
+    const std::vector<sharding::LocalShard>& shards) {
+  size_t expected = 0;
+  for (const auto& unit : units_) expected += unit->parameters().size();
+  if (shards.size() != expected) {
+    throw dist::InvalidArgument(dist::on_rank(
+        dist::get_rank(), std::string(kWrapper) + ": load_local_shards got " +
+                              std::to_string(shards.size()) + " shards for " +
+                              std::to_string(expected) + " parameters; pass local_shards()"));
+  }
+  auto next = shards.begin();
+  for (auto& unit : units_) {
+    const auto end = next + unit->parameters().size();
+    unit->load_local_shards({next, end});
+    next = end;
+  }
 }
 
 FSDPMemory MMFullyShardedDataParallel::memory() const {
   FSDPMemory memory;
   for (const auto& unit : units_) {
     memory.sharded_parameters += unit->shard_bytes();
+    memory.unsharded_gradients += unit->unsharded_grad_bytes();
     for (const auto& param : unit->parameters()) {
       const at::Tensor& grad = param.tensor.grad();
       if (grad.defined()) memory.sharded_gradients += grad.numel() * grad.element_size();

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include "engine/model/wrappers/model_wrapper.h"
 #include "engine/optim/grad_norm.h"
 #include "engine/optim/grad_sync.h"
+#include "engine/optim/step_hook.h"
 
 namespace torch::autograd {
 struct Node;
@@ -54,10 +56,11 @@ struct FSDPOptions {
 
 // Per-rank accounting of the model state the wrapper holds, in bytes.
 struct FSDPMemory {
-  int64_t sharded_parameters = 0;  // this rank's shards (whole tensors where unsharded)
-  int64_t sharded_gradients = 0;   // gradients the optimizer sees
-  int64_t gathered_now = 0;        // full parameters gathered at this moment
-  int64_t gathered_peak = 0;       // the most gathered at once since the last reset
+  int64_t sharded_parameters = 0;   // this rank's shards (whole tensors where unsharded)
+  int64_t sharded_gradients = 0;    // gradients the optimizer sees
+  int64_t unsharded_gradients = 0;  // kept whole between backwards (no_sync)
+  int64_t gathered_now = 0;         // full parameters gathered at this moment
+  int64_t gathered_peak = 0;        // the most gathered at once since the last reset
 };
 
 // mmengine's MMFullyShardedDataParallel, with FSDP2's per-parameter layout.
@@ -89,6 +92,7 @@ struct FSDPMemory {
 class MMFullyShardedDataParallel : public ModelWrapper,
                                    public optim::GradSyncSwitch,
                                    public optim::GradNormSource,
+                                   public optim::StepHook,
                                    public UnitCallHandler {
  public:
   MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module, FSDPOptions options = {});
@@ -110,6 +114,10 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   at::Tensor call(const torch::nn::Module& module,
                   const std::function<at::Tensor()>& body) override;
   double global_power_sum(const std::vector<at::Tensor>& params, double norm_type) override;
+  // Where units keep whole parameters (MMZeroDataParallel): the optimizer
+  // steps this rank's shards, which are then all-gathered.
+  void before_step() override;
+  void after_step() override;
 
   // Collective over the group: every parameter whole, by its name in the
   // module, gathered one unit at a time (detached copies; the units are
@@ -117,16 +125,31 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   std::map<std::string, at::Tensor> full_parameters();
 
   // This rank's piece of every parameter, by its name in the module, for
-  // sharded checkpoints; the data tensors are the parameters themselves, so
-  // writing into them loads the shards. Only between steps (nothing
-  // gathered), else InvalidArgument.
+  // sharded checkpoints (FlatUnit::local_shards: the sharded parameters
+  // themselves, else copies). Only between steps, else InvalidArgument.
   std::vector<sharding::LocalShard> local_shards();
+  // Collective: the parameters take `shards` (local_shards(), written into).
+  void load_local_shards(const std::vector<sharding::LocalShard>& shards);
 
   // The root unit first, then the others in forward order.
   const std::vector<std::unique_ptr<sharding::FlatUnit>>& units() const { return units_; }
   const FSDPOptions& options() const { return options_; }
   FSDPMemory memory() const;
   void reset_peak_memory() { meter_.peak = meter_.current; }
+
+ protected:
+  // How a subclass lays out its units instead of by the wrap policy: the
+  // units in forward order (the first stays gathered as the root; reduced
+  // in the reverse order), where parameters rest, and whether a unit's
+  // reduction starts as soon as its gradients are ready during backward
+  // (else all start when backward ends).
+  struct UnitScheme {
+    std::function<std::vector<sharding::UnitPlan>(torch::nn::Module&)> plan;
+    sharding::Residency residency = sharding::Residency::kSharded;
+    bool reduce_during_backward = true;
+  };
+  MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module, FSDPOptions options,
+                             UnitScheme scheme);
 
  private:
   template <typename Step>
@@ -143,6 +166,7 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   bool reshards_after_forward() const;
 
   FSDPOptions options_;
+  UnitScheme scheme_;
   sharding::GatheredMeter meter_;
   std::vector<std::unique_ptr<sharding::FlatUnit>> units_;
   std::vector<const torch::nn::Module*> unit_modules_;  // units_[i]'s module

@@ -3,6 +3,7 @@
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/separate_distributed_data_parallel.h"
+#include "engine/model/wrappers/zero_data_parallel.h"
 
 namespace engine::model {
 namespace {
@@ -63,10 +64,24 @@ std::shared_ptr<ModelWrapper> build_fsdp(registry::ConfigReader& config,
   return std::make_shared<MMFullyShardedDataParallel>(std::move(module), options);
 }
 
+// DeepSpeed's zero_optimization names.
+std::shared_ptr<ModelWrapper> build_zero(registry::ConfigReader& config,
+                                         std::shared_ptr<BaseModel> module) {
+  ZeroOptions options;
+  options.stage = config.get("stage", options.stage);
+  // DeepSpeed configs write it as 5e8: a number, not necessarily an integer.
+  options.reduce_bucket_size = static_cast<int64_t>(
+      config.get("reduce_bucket_size", static_cast<double>(options.reduce_bucket_size)));
+  options.overlap_comm = config.get("overlap_comm", options.overlap_comm);
+  options.sync_module_states = config.get("sync_module_states", options.sync_module_states);
+  return std::make_shared<MMZeroDataParallel>(std::move(module), options);
+}
+
 void add_builtin_wrappers(ModelWrapperRegistry& registry) {
   registry.add("MMDistributedDataParallel", build<MMDistributedDataParallel>);
   registry.add("MMFullyShardedDataParallel", build_fsdp);
   registry.add("MMSeparateDistributedDataParallel", build<MMSeparateDistributedDataParallel>);
+  registry.add("MMZeroDataParallel", build_zero);
 }
 
 }  // namespace

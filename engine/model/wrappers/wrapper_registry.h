@@ -13,7 +13,11 @@ using ModelWrapperRegistry =
 // mmengine's MODEL_WRAPPERS: MMDistributedDataParallel and
 // MMSeparateDistributedDataParallel, with the DDPOptions keys
 // (detect_anomalous_params, broadcast_buffers, find_unused_parameters,
-// bucket_cap_mb, gradient_as_bucket_view). Building one is collective.
+// bucket_cap_mb, gradient_as_bucket_view); MMFullyShardedDataParallel
+// (sharding_strategy, auto_wrap_policy, sync_module_states,
+// hybrid_shard_size, use_orig_params); MMZeroDataParallel (stage,
+// reduce_bucket_size, overlap_comm, sync_module_states). Building one is
+// collective.
 // Users add their own wrappers with model_wrappers().add(...).
 ModelWrapperRegistry& model_wrappers();
 
