@@ -46,9 +46,10 @@ std::shared_ptr<model::BaseModel> FSDPStrategy::wrap_model(
                                                "MMFullyShardedDataParallel");
   if (!dynamic_cast<model::MMFullyShardedDataParallel*>(wrapped.get())) {
     throw registry::ConfigError(dist::on_rank(
-        dist::get_rank(), std::string(kStrategy) +
-                              ": model_wrapper must build an MMFullyShardedDataParallel; for "
-                              "other wrappers use DDPStrategy"));
+        dist::get_rank(),
+        std::string(kStrategy) +
+            ": model_wrapper must build an MMFullyShardedDataParallel or MMZeroDataParallel; for "
+            "other wrappers use DDPStrategy"));
   }
   return wrapped;
 }
@@ -159,6 +160,7 @@ Dict FSDPStrategy::read_checkpoint(const std::string& path, const LoadOptions& o
   }
   // A rank that lacks one of its files must not leave the others training.
   checkpoint::throw_if_any_rank_failed(failure, "cannot load checkpoint " + path);
+  wrapper().load_local_shards(state.shards);
   if (with_optimizer) {
     optim::load_optimizer_state(prepared().optim_wrapper->optimizer(),
                                 positional(state.optimizer, groups));

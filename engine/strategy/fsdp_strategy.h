@@ -23,7 +23,7 @@ StateDictType parse_state_dict_type(const std::string& name);
 
 struct FSDPStrategyOptions {
   // A MODEL_WRAPPERS config; type defaults to MMFullyShardedDataParallel
-  // (the only wrapper this strategy accepts).
+  // (this strategy accepts it and MMZeroDataParallel, which derives from it).
   registry::Json model_wrapper = registry::Json::object();
   StateDictType state_dict_type = StateDictType::kSharded;
 };

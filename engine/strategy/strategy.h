@@ -170,10 +170,13 @@ class DDPStrategy : public BaseStrategy {
   DDPStrategyOptions options_;
 };
 
-// mmengine's STRATEGIES: SingleDeviceStrategy, DDPStrategy and FSDPStrategy
-// (fsdp_strategy.h). Keys: launcher, backend, timeout_s, seed,
-// diff_rank_seed, deterministic, seed_process_generator; DDPStrategy also
-// model_wrapper and sync_bn; FSDPStrategy model_wrapper and state_dict_type.
+// mmengine's STRATEGIES: SingleDeviceStrategy, DDPStrategy, FSDPStrategy
+// (fsdp_strategy.h) and ZeroStrategy (zero_strategy.h). Keys: launcher,
+// backend, timeout_s, seed, diff_rank_seed, deterministic,
+// seed_process_generator; DDPStrategy also model_wrapper and sync_bn;
+// FSDPStrategy model_wrapper and state_dict_type; ZeroStrategy stage,
+// reduce_bucket_size, overlap_comm, contiguous_gradients and
+// state_dict_type.
 using StrategyRegistry = registry::Registry<std::shared_ptr<BaseStrategy>>;
 StrategyRegistry& strategies();
 

@@ -1,5 +1,6 @@
 #include "engine/strategy/fsdp_strategy.h"
 #include "engine/strategy/strategy.h"
+#include "engine/strategy/zero_strategy.h"
 
 namespace engine::strategy {
 namespace {
@@ -42,6 +43,22 @@ void add_builtin_strategies(StrategyRegistry& registry) {
       options.state_dict_type = parse_state_dict_type(*type);
     }
     return std::make_shared<FSDPStrategy>(std::move(env), std::move(options));
+  });
+  registry.add("ZeroStrategy", [](ConfigReader& config) -> std::shared_ptr<BaseStrategy> {
+    EnvOptions env = env_options(config);
+    ZeroStrategyOptions options;
+    options.stage = config.get("stage", options.stage);
+    // DeepSpeed configs write it as 5e8: a number, not necessarily an integer.
+    options.reduce_bucket_size = static_cast<int64_t>(
+        config.get("reduce_bucket_size", static_cast<double>(options.reduce_bucket_size)));
+    options.overlap_comm = config.get("overlap_comm", options.overlap_comm);
+    // Gradients always travel packed in one flat buffer per bucket, which is
+    // what contiguous_gradients asks DeepSpeed for; either value is accepted.
+    config.get("contiguous_gradients", true);
+    if (const auto type = config.get_optional<std::string>("state_dict_type")) {
+      options.state_dict_type = parse_state_dict_type(*type);
+    }
+    return std::make_shared<ZeroStrategy>(std::move(env), options);
   });
 }
 

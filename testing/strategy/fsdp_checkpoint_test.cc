@@ -1,6 +1,7 @@
-// FSDPStrategy's checkpoints: a sharded save loads at any world size with
-// the saved parameters and optimizer state, exactly, and training goes on
-// as the saving run does; a full save loads into DDP and single-device
+// FSDPStrategy's and ZeroStrategy's checkpoints: a sharded save loads at
+// any world size, under any sharding strategy or ZeRO stage, with the saved
+// parameters and optimizer state, exactly, and training goes on as the
+// saving run does; a full save loads into DDP and single-device
 // strategies; damaged directories are refused on every rank.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -30,6 +31,8 @@ using engine::strategy::BaseStrategy;
 constexpr int64_t kGlobalBatch = 12;  // split evenly over 1, 2, 3 or 4 ranks
 
 struct RunSetup {
+  // A ShardingStrategy's name (FSDPStrategy), or ZERO_1, ZERO_2, ZERO_3
+  // (ZeroStrategy with that stage).
   std::string sharding = "FULL_SHARD";
   int hybrid_shard_size = 0;
   std::string optimizer = "SGD";
@@ -44,9 +47,16 @@ std::string fresh_dir(const std::string& name) {
   return dir.string();
 }
 
-std::shared_ptr<BaseStrategy> make_strategy(const std::string& type, const RunSetup& setup) {
+std::shared_ptr<BaseStrategy> make_strategy(std::string type, const RunSetup& setup) {
+  const bool zero = type == "FSDPStrategy" && setup.sharding.rfind("ZERO_", 0) == 0;
+  if (zero) type = "ZeroStrategy";
   Json config = {{"type", type}, {"seed", 3}, {"seed_process_generator", false}};
-  if (type == "FSDPStrategy") {
+  if (zero) {
+    config["stage"] = setup.sharding.back() - '0';
+    config["reduce_bucket_size"] = 20;  // several buckets
+    config["overlap_comm"] = setup.hidden % 2 == 0;
+    config["state_dict_type"] = setup.state_dict_type;
+  } else if (type == "FSDPStrategy") {
     Json wrapper = {
         {"sharding_strategy", setup.sharding},
         {"auto_wrap_policy", {{"type", "size_based_auto_wrap_policy"}, {"min_num_params", 1}}}};
@@ -149,26 +159,32 @@ std::string model_and_optimizer_difference(const std::string& a, const std::stri
 }
 
 // HYBRID_SHARD shards over pairs of ranks; an odd world shards fully.
-RunSetup for_world(RunSetup setup, int world_size, bool hybrid) {
+RunSetup for_world(RunSetup setup, int world_size) {
+  const bool hybrid = setup.sharding == "HYBRID_SHARD";
   const bool pairs = hybrid && world_size % 2 == 0;
   setup.sharding = pairs ? "HYBRID_SHARD" : hybrid ? "FULL_SHARD" : setup.sharding;
   setup.hybrid_shard_size = pairs ? 2 : 0;
   return setup;
 }
 
+rc::Gen<std::string> sharding_kind() {
+  return rc::gen::element<std::string>("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
+                                       "ZERO_1", "ZERO_2", "ZERO_3");
+}
+
 HARNESS_PROP(FsdpCheckpointProperty, ASavedRunLoadsAtAnyWorldSizeAndTrainsOn, ()) {
   const int saving_world = *rc::gen::element(1, 2, 3, 4);
   const int loading_world = *rc::gen::element(1, 2, 3, 4);
   RunSetup drawn;
-  drawn.sharding =
-      *rc::gen::element<std::string>("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD");
+  drawn.sharding = *sharding_kind();
   drawn.optimizer = *rc::gen::element<std::string>("SGD", "Adam");
   drawn.hidden = *rc::gen::inRange<int64_t>(1, 8);  // rows fewer than ranks, or not divisible
-  const bool hybrid = drawn.sharding == "HYBRID_SHARD";
-  const RunSetup saving = for_world(drawn, saving_world, hybrid);
-  const RunSetup loading = for_world(drawn, loading_world, hybrid);
+  RunSetup loading_drawn = drawn;
+  loading_drawn.sharding = *sharding_kind();
+  const RunSetup saving = for_world(drawn, saving_world);
+  const RunSetup loading = for_world(loading_drawn, loading_world);
   const int64_t steps = *rc::gen::inRange<int64_t>(1, 4);
-  RC_TAG(saving_world, loading_world, saving.sharding, saving.optimizer);
+  RC_TAG(saving_world, loading_world, saving.sharding, loading.sharding, saving.optimizer);
   const std::string sharded = fresh_dir("sharded");
   const std::string saved_full = fresh_dir("saved.pth");
   const std::string loaded_full = fresh_dir("loaded.pth");

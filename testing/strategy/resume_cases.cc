@@ -9,6 +9,7 @@
 #include "engine/model/batch_norm.h"
 #include "engine/runner/runner.h"
 #include "engine/strategy/fsdp_strategy.h"
+#include "engine/strategy/zero_strategy.h"
 #include "examples/classifier.h"
 
 namespace resume_cases {
@@ -42,7 +43,9 @@ rc::Gen<Case> resume_case(int world_size, const std::string& strategy) {
     c.world_size = world_size;
     c.max_iters = *rc::gen::inRange<int64_t>(3, 16);
     c.accumulate = *rc::gen::inRange<int64_t>(1, 3);
-    const int64_t step = strategy == "FSDPStrategy" ? c.accumulate : 1;
+    if (strategy == "ZeroStrategy") c.zero_stage = *rc::gen::inRange(1, 4);
+    // Sharded strategies save only where an accumulation group ends.
+    const int64_t step = strategy == "DDPStrategy" ? 1 : c.accumulate;
     c.stop_at = step * *rc::gen::inRange<int64_t>(1, (c.max_iters - 1) / step + 1);
     c.milestone = *rc::gen::inRange<int64_t>(1, c.max_iters + 1);
     return c;
@@ -58,7 +61,14 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
   std::shared_ptr<engine::strategy::BaseStrategy> strategy;
   auto init = at::make_generator<at::CPUGeneratorImpl>(5);
   auto model = std::make_shared<examples::Classifier>(examples::ClassifierOptions{6, 10, 3}, init);
-  if (c.strategy == "FSDPStrategy") {
+  if (c.strategy == "ZeroStrategy") {
+    engine::model::convert_sync_batchnorm(*model);
+    engine::strategy::ZeroStrategyOptions options;
+    options.stage = c.zero_stage;
+    options.reduce_bucket_size = 50;
+    options.overlap_comm = c.milestone % 2 == 0;
+    strategy = std::make_shared<engine::strategy::ZeroStrategy>(env, options);
+  } else if (c.strategy == "FSDPStrategy") {
     engine::model::convert_sync_batchnorm(*model);  // DDPStrategy's sync_bn, by hand
     engine::strategy::FSDPStrategyOptions options;
     options.model_wrapper = {

@@ -17,7 +17,10 @@
 namespace resume_cases {
 
 struct Case {
-  std::string strategy = "DDPStrategy";  // or "FSDPStrategy" (FULL_SHARD, sharded checkpoints)
+  // "DDPStrategy", "FSDPStrategy" (FULL_SHARD) or "ZeroStrategy" (stage
+  // zero_stage); the last two with sharded checkpoints.
+  std::string strategy = "DDPStrategy";
+  int zero_stage = 2;
   int world_size = 1;
   int64_t max_iters = 3;
   int64_t stop_at = 1;     // the iteration after which the stopped run dies

@@ -23,9 +23,10 @@ std::string work_dir(const std::string& name) {
 }
 
 HARNESS_PROP(ResumeProperty, AStoppedAndResumedRunEndsBitIdenticalToAnUninterruptedOne, ()) {
-  const std::string strategy = *rc::gen::element<std::string>("DDPStrategy", "FSDPStrategy");
+  const std::string strategy =
+      *rc::gen::element<std::string>("DDPStrategy", "FSDPStrategy", "ZeroStrategy");
   const Case c = *resume_cases::resume_case(*rc::gen::inRange(1, 5), strategy);
-  RC_TAG(c.strategy, c.world_size);
+  RC_TAG(c.strategy, c.zero_stage, c.world_size);
   const auto straight_dir = work_dir("straight");
   const auto stopped_dir = work_dir("stopped");
   const auto straight = harness::collect_ranks<Outcome>(c.world_size, [&](int) {

@@ -14,6 +14,7 @@
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/separate_distributed_data_parallel.h"
 #include "engine/model/wrappers/wrapper_registry.h"
+#include "engine/model/wrappers/zero_data_parallel.h"
 #include "examples/classifier.h"
 #include "testing/harness.h"
 
@@ -145,6 +146,41 @@ TEST(StrategyTest, TheShardedWrapperIsBuiltByNameWithItsKeys) {
     unknown_strategy["sharding_strategy"] = "SHARD_EVERYTHING";
     EXPECT_THROW(engine::model::model_wrappers().build(unknown_strategy, small_model(rank)),
                  engine::dist::InvalidArgument);
+  });
+}
+
+TEST(StrategyTest, ZeroStrategyBuildsTheWrapperOfItsStageFromDeepSpeedKeys) {
+  harness::run_ranks(2, [](int rank) {
+    const Json base = {{"type", "ZeroStrategy"},
+                       {"seed_process_generator", false},
+                       {"reduce_bucket_size", 5e8},
+                       {"overlap_comm", true},
+                       {"contiguous_gradients", true}};
+    for (int stage : {1, 2}) {
+      Json config = base;
+      config["stage"] = stage;
+      auto strategy = strategies().build(config);
+      const auto& prepared = strategy->prepare(small_model(rank), kOptim);
+      auto* zero = dynamic_cast<engine::model::MMZeroDataParallel*>(prepared.model.get());
+      ASSERT_NE(zero, nullptr);
+      EXPECT_EQ(zero->zero_options().stage, stage);
+      EXPECT_EQ(zero->zero_options().reduce_bucket_size, 500'000'000);
+      EXPECT_TRUE(zero->zero_options().overlap_comm);
+    }
+    Json third = base;
+    third["stage"] = 3;
+    auto strategy = strategies().build(third);
+    const auto& prepared = strategy->prepare(small_model(rank), kOptim);
+    auto* fsdp = dynamic_cast<engine::model::MMFullyShardedDataParallel*>(prepared.model.get());
+    ASSERT_NE(fsdp, nullptr);
+    EXPECT_EQ(dynamic_cast<engine::model::MMZeroDataParallel*>(fsdp), nullptr);
+    EXPECT_EQ(fsdp->options().sharding_strategy, engine::model::ShardingStrategy::kFullShard);
+    for (const Json& bad : {Json{{"stage", 0}}, Json{{"stage", 4}}, Json{{"reduce_bucket_size", 0}},
+                            Json{{"allgather_bucket_size", 5e8}}}) {
+      Json config = base;
+      config.update(bad);
+      EXPECT_THROW(strategies().build(config), ConfigError) << bad.dump();
+    }
   });
 }
 
