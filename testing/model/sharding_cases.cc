@@ -26,21 +26,14 @@ void showValue(const ShardingCase& c, std::ostream& os) {
      << " norm_type=" << c.norm_type << " seed=" << c.seed << " net: " << nets::describe(c.spec);
 }
 
-rc::Gen<ShardingCase> sharding_case(std::optional<int> world_size) {
-  return rc::gen::exec([world_size] {
+rc::Gen<ShardingCase> sharding_case(int max_world_size) {
+  return rc::gen::exec([max_world_size] {
     ShardingCase c;
     c.spec = *nets::net_spec();
     c.strategy = *rc::gen::element<std::string>("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD",
                                                 "HYBRID_SHARD", "ZERO_1", "ZERO_2");
-    if (world_size) {
-      c.world_size = *world_size;
-    } else if (c.strategy == "HYBRID_SHARD") {
-      c.world_size = *rc::gen::element(2, 4, 6, 8);
-    } else {
-      c.world_size = *rc::gen::inRange(1, 9);
-    }
+    c.world_size = *rc::gen::inRange(1, max_world_size + 1);
     if (c.strategy == "HYBRID_SHARD") {
-      // Two replica groups where the world allows it.
       c.hybrid_shard_size = c.world_size % 2 == 0 ? c.world_size / 2 : c.world_size;
     }
     c.reduce_bucket_size = *rc::gen::inRange<int64_t>(1, 200);
@@ -170,6 +163,29 @@ Run train_serial(const ShardingCase& c, nets::TestNet& initial) {
     run.grad_norms.push_back(grad_norm_of(optim));
   }
   return run;
+}
+
+c10::IValue to_ivalue(const Run& run) {
+  c10::impl::GenericList steps(c10::AnyType::get());
+  for (const auto& parameters : run.parameters) {
+    c10::Dict<std::string, at::Tensor> dict;
+    for (const auto& [name, value] : parameters) dict.insert(name, value);
+    steps.push_back(dict);
+  }
+  return c10::ivalue::Tuple::create({steps, run.grad_norms});
+}
+
+void from_ivalue(const c10::IValue& value, Run& out) {
+  const auto& fields = value.toTupleRef().elements();
+  out = Run{};
+  for (const auto& step : fields[0].toListRef()) {
+    std::map<std::string, at::Tensor> parameters;
+    for (const auto& item : step.toGenericDict()) {
+      parameters[item.key().toStringRef()] = item.value().toTensor();
+    }
+    out.parameters.push_back(std::move(parameters));
+  }
+  out.grad_norms = fields[1].toDoubleVector();
 }
 
 std::optional<std::string> first_problem(const Run& expected, const std::vector<Run>& per_rank) {

@@ -44,8 +44,9 @@ struct ShardingCase {
 
 void showValue(const ShardingCase& c, std::ostream& os);
 
-// Random cases; `world_size` fixes the rank count (processes), else 1-8.
-rc::Gen<ShardingCase> sharding_case(std::optional<int> world_size = std::nullopt);
+// Random cases of 1 to `max_world_size` ranks (HYBRID_SHARD in two replica
+// groups where the world size is even, else in one).
+rc::Gen<ShardingCase> sharding_case(int max_world_size);
 
 // What a side reports after each step: every full parameter, and the
 // grad_norm the clipping measured (NaN without clipping).
@@ -53,6 +54,11 @@ struct Run {
   ddp_cases::Snapshots parameters;
   std::vector<double> grad_norms;
 };
+
+// How a Run travels between the processes of a process-mode run
+// (harness::collect_ranks).
+c10::IValue to_ivalue(const Run& run);
+void from_ivalue(const c10::IValue& value, Run& out);
 
 // One rank under the case's wrapper (only rank 0 starts from
 // `initial`: sync_module_states must broadcast it).
