@@ -97,10 +97,19 @@ std::string WorldState::where(int rank) const {
          " on group " + *info.group;
 }
 
+// Where the failed rank itself timed out waiting for others (a rank with
+// several calls in flight may be released by it, not by them), the message
+// names them too: they are the root cause.
 engine::dist::PeerFailure WorldState::peer_failure(int rank, const std::string& where) const {
-  return engine::dist::PeerFailure(on_rank(
-      rank, "rank " + std::to_string(failed_rank_) + " failed, so " + where +
-                " cannot complete; see rank " + std::to_string(failed_rank_) + "'s error" + tag()));
+  std::string failed = "rank " + std::to_string(failed_rank_) + " failed";
+  const std::vector<int>& lacked = ranks_[failed_rank_].timed_out_on;
+  for (size_t i = 0; i < lacked.size(); ++i) {
+    failed += (i == 0 ? " (it timed out waiting for rank " : ", rank ") + std::to_string(lacked[i]);
+    if (i + 1 == lacked.size()) failed += ")";
+  }
+  return engine::dist::PeerFailure(
+      on_rank(rank, failed + ", so " + where + " cannot complete; see rank " +
+                        std::to_string(failed_rank_) + "'s error" + tag()));
 }
 
 void WorldState::check_no_failure(int rank, const CallRecord& call,
@@ -255,6 +264,7 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
         continue;
       }
       const std::string message = timeout_message(w, missing, timeout);
+      me.timed_out_on = missing;
       if (w.abandoned) *w.abandoned = message;
       notify();
       fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, message))));

@@ -134,6 +134,7 @@ class WorldState {
     int64_t wake_ms = kNever;            // kHeld: when it may go on (kNever: a hang)
     uint64_t calls = 0;                  // calls started (counted with a plan or a schedule)
     const Fault* fault = nullptr;        // kHeld: the fault holding it
+    std::vector<int> timed_out_on;       // the ranks its last timed-out wait lacked
   };
   // A wait's deadline on the wall clock and, with virtual time, on the virtual one.
   struct Deadline {

@@ -146,6 +146,28 @@ TEST(VirtualTime, AStragglerLongerThanTheTimeoutIsNamed) {
   EXPECT_STRNE(sim::error_kind(outcome.errors[1]), "ok");
 }
 
+// Rank 0 has a call in flight while it waits in another: rank 1's timeout
+// on rank 2 releases it, and its error names rank 2, the root cause, too.
+TEST(VirtualTime, ARankReleasedByAnotherRanksTimeoutNamesWhatThatRankWaitedFor) {
+  const auto outcome =
+      sim::World(3, virtual_options("never:2@1,delay:0@2+1000ms", milliseconds(60000)))
+          .run_all([](int rank) {
+            at::Tensor in_flight = at::ones({4});
+            if (rank != 0) {
+              dist::all_reduce(in_flight);
+              return;
+            }
+            auto work = dist::all_reduce_async(in_flight);
+            at::Tensor blocking = at::ones({4});
+            dist::all_reduce(blocking);
+            work->wait();
+          });
+  const std::string message = sim::error_message(outcome.errors[0]);
+  EXPECT_STREQ(sim::error_kind(outcome.errors[0]), "PeerFailure") << message;
+  EXPECT_TRUE(contains(message, "rank 1 failed (it timed out waiting for rank 2)")) << message;
+  EXPECT_STREQ(sim::error_kind(outcome.errors[1]), "Timeout");
+}
+
 TEST(VirtualTime, ASleepingRankIsNeverPartOfADeadlock) {
   // Everyone else waits while rank 0 is delayed: absent, not deadlocked.
   const auto outcome =
