@@ -1,6 +1,7 @@
 // simcheck: runs targets (the demo trainer, DDP property cases, the exact-resume
-// property's DDPStrategy training) on simulated worlds across seeds, world sizes and fault plans
-// (swarm: the mix drawn from the seed), on virtual time. Checks, for each run:
+// property's training under DDPStrategy, FSDPStrategy and ZeroStrategy) on simulated worlds across
+// seeds, world sizes and fault plans (swarm: the mix drawn from the seed), on virtual time. Checks,
+// for each run:
 //   safety:   when a rank crashed or hung, every other rank failed with an
 //             error naming a stopped rank;
 //   liveness: when no rank stopped (no faults, delays only, or faults past
@@ -41,12 +42,12 @@ struct Flags {
 };
 
 [[noreturn]] void usage(const std::string& problem) {
-  std::cerr
-      << "simcheck: " << problem << "\n"
-      << "usage: simcheck [--targets demo,ddp,strategy] [--world-sizes 2,3,4] [--first-seed S]\n"
-      << "                [--seeds N] [--plan PLAN] [--iters N]\n"
-      << "PLAN: e.g. crash:2@5,delay:1@3+200ms,never:0@7 ('' for none); default: a\n"
-      << "swarm plan drawn from each seed.\n";
+  std::cerr << "simcheck: " << problem << "\n"
+            << "usage: simcheck [--targets demo,ddp,strategy,fsdp,zero] [--world-sizes 2,3,4]\n"
+            << "                [--first-seed S]\n"
+            << "                [--seeds N] [--plan PLAN] [--iters N]\n"
+            << "PLAN: e.g. crash:2@5,delay:1@3+200ms,never:0@7 ('' for none); default: a\n"
+            << "swarm plan drawn from each seed.\n";
   std::exit(2);
 }
 

@@ -61,12 +61,13 @@ Target ddp(uint64_t seed, int world_size) {
   };
 }
 
-// The exact-resume property's training (testing/strategy/resume_cases.h): a
-// case drawn from `seed`, checkpoints every c.stop_at iterations; resumed
-// from the latest one.
-Target strategy(uint64_t seed, int world_size, const std::string& work_dir, bool resume) {
+// The exact-resume property's training (testing/strategy/resume_cases.h)
+// under `strategy_type`: a case drawn from `seed`, checkpoints every
+// c.stop_at iterations; resumed from the latest one.
+Target strategy(uint64_t seed, int world_size, const std::string& work_dir, bool resume,
+                const std::string& strategy_type) {
   const auto c = std::make_shared<resume_cases::Case>(
-      resume_cases::resume_case(world_size)(rc::Random(seed)).value());
+      resume_cases::resume_case(world_size, strategy_type)(rc::Random(seed)).value());
   return [c, work_dir, resume](int) {
     const auto resume_from = resume ? std::optional<std::string>("auto") : std::nullopt;
     const auto outcome = resume_cases::train(*c, c->stop_at, std::nullopt, work_dir, resume_from);
@@ -79,7 +80,7 @@ Target strategy(uint64_t seed, int world_size, const std::string& work_dir, bool
 }  // namespace
 
 const std::vector<std::string>& target_names() {
-  static const std::vector<std::string> names{"demo", "ddp", "strategy"};
+  static const std::vector<std::string> names{"demo", "ddp", "strategy", "fsdp", "zero"};
   return names;
 }
 
@@ -87,8 +88,11 @@ Target make_target(const std::string& name, uint64_t seed, int world_size, int64
                    const std::string& work_dir, bool resume) {
   if (name == "demo") return demo(iters, work_dir, resume);
   if (name == "ddp") return ddp(seed, world_size);
-  if (name == "strategy") return strategy(seed, world_size, work_dir, resume);
-  throw std::invalid_argument("simcheck: unknown target " + name + " (demo, ddp or strategy)");
+  if (name == "strategy") return strategy(seed, world_size, work_dir, resume, "DDPStrategy");
+  if (name == "fsdp") return strategy(seed, world_size, work_dir, resume, "FSDPStrategy");
+  if (name == "zero") return strategy(seed, world_size, work_dir, resume, "ZeroStrategy");
+  throw std::invalid_argument("simcheck: unknown target " + name +
+                              " (demo, ddp, strategy, fsdp or zero)");
 }
 
 }  // namespace simcheck

@@ -18,6 +18,8 @@ using Target = std::function<std::string(int rank)>;
 // for `world_size` ranks (it has no checkpoints: `resume` starts it afresh).
 // "strategy": the exact-resume property's DDPStrategy training, a case drawn
 // from `seed`, checkpointing in `work_dir`; `resume`: from the latest one.
+// "fsdp" and "zero": the same under FSDPStrategy (FULL_SHARD) and
+// ZeroStrategy (stage drawn from `seed`), with sharded checkpoints.
 // Throws std::invalid_argument for another name.
 Target make_target(const std::string& name, uint64_t seed, int world_size, int64_t iters,
                    const std::string& work_dir, bool resume);
