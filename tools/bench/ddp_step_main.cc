@@ -8,10 +8,6 @@
 //   mpirun -n 2 ddp_step --backend mpi --model large
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/nn/functional/loss.h>
-#include <torch/nn/modules/activation.h>
-#include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
 #include <chrono>
@@ -24,6 +20,7 @@
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
 #include "tools/bench/flags.h"
+#include "tools/bench/mlp.h"
 #include "tools/bench/sweep.h"
 
 namespace {
@@ -72,38 +69,6 @@ Args parse(int argc, char** argv) {
   return args;
 }
 
-// small: 1024 -> 3 x (1024 -> 1024) -> 10, 3.16M parameters.
-// large: 2048 -> 6 x (2048 -> 2048) -> 10, 25.2M parameters.
-// torch_ddp_peer.py builds the same layers.
-struct Shape {
-  int64_t width;
-  int hidden_layers;
-};
-
-Shape shape_of(const std::string& model) {
-  return model == "small" ? Shape{1024, 3} : Shape{2048, 6};
-}
-
-class Mlp : public engine::model::BaseModel {
- public:
-  explicit Mlp(Shape shape) {
-    for (int i = 0; i < shape.hidden_layers; ++i) {
-      layers_->push_back(torch::nn::Linear(shape.width, shape.width));
-      layers_->push_back(torch::nn::ReLU());
-    }
-    layers_->push_back(torch::nn::Linear(shape.width, 10));
-    register_module("layers", layers_);
-  }
-  engine::model::TensorDict forward(const engine::model::TensorDict& data,
-                                    engine::model::ForwardMode) override {
-    const at::Tensor logits = layers_->forward(data.at("inputs"));
-    return {{"loss", torch::nn::functional::cross_entropy(logits, data.at("labels"))}};
-  }
-
- private:
-  torch::nn::Sequential layers_;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,15 +77,14 @@ int main(int argc, char** argv) {
   namespace dist = engine::dist;
   try {
     dist::init_dist(args.backend == "mpi" ? "mpi" : "pytorch", args.backend);
-    const Shape shape = shape_of(args.model);
-    auto model = std::make_shared<Mlp>(shape);
+    const bench::MlpShape shape = bench::mlp_shape(args.model);
+    auto model = std::make_shared<bench::Mlp>(shape);
     engine::model::MMDistributedDataParallel ddp(model, args.ddp);
     engine::optim::OptimWrapper optim(
         std::make_shared<torch::optim::SGD>(ddp.parameters(), torch::optim::SGDOptions(0.01)));
     int64_t parameters = 0;
     for (const auto& p : ddp.parameters()) parameters += p.numel();
-    const engine::model::TensorDict batch = {{"inputs", at::randn({args.batch, shape.width})},
-                                             {"labels", at::randint(10, {args.batch}, at::kLong)}};
+    const engine::model::TensorDict batch = bench::mlp_batch(shape, args.batch);
     std::vector<double> times;
     for (int step = 0; step < args.warmup + args.steps; ++step) {
       dist::barrier();

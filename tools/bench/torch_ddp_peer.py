@@ -14,7 +14,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-SHAPES = {"small": (1024, 3), "large": (2048, 6)}  # as ddp_step_main.cc
+SHAPES = {"small": (1024, 3), "large": (2048, 6)}  # as tools/bench/mlp.cc
 
 
 def mlp(width, hidden_layers):
