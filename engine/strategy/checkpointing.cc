@@ -13,11 +13,6 @@ namespace {
 
 using Dict = c10::impl::GenericDict;
 
-// Every rank's `mine`, stacked in rank order (collective when distributed).
-at::Tensor rows_of_all_ranks(const at::Tensor& mine) {
-  return dist::is_distributed() ? at::stack(dist::all_gather(mine)) : mine.unsqueeze(0);
-}
-
 // Every rank's state of `generator` as the rows of one tensor.
 at::Tensor gathered_state(at::Generator& generator) {
   at::Tensor state;
@@ -25,7 +20,7 @@ at::Tensor gathered_state(at::Generator& generator) {
     std::lock_guard<std::mutex> lock(generator.mutex());
     state = generator.get_state();
   }
-  return rows_of_all_ranks(state);
+  return BaseStrategy::rows_of_all_ranks(state);
 }
 
 void restore_row(at::Generator& generator, const at::Tensor& rows) {
@@ -41,24 +36,9 @@ Dict pending_gradients(torch::nn::Module& module, const optim::OptimWrapper& wra
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const at::Tensor& grad = item.value().grad();
     const at::Tensor mine = grad.defined() ? grad.detach() : at::zeros_like(item.value());
-    out.insert(item.key(), rows_of_all_ranks(mine));
+    out.insert(item.key(), BaseStrategy::rows_of_all_ranks(mine));
   }
   return out;
-}
-
-void restore_pending_gradients(torch::nn::Module& module, const Dict& rows,
-                               const std::string& path) {
-  for (auto& item : module.named_parameters(/*recurse=*/true)) {
-    if (!rows.contains(item.key())) continue;
-    const at::Tensor all = rows.at(item.key()).toTensor();
-    if (all.size(0) != dist::get_world_size()) {
-      throw checkpoint::CheckpointError(dist::on_rank(
-          dist::get_rank(),
-          "checkpoint " + path + " was saved inside a gradient accumulation group by " +
-              std::to_string(all.size(0)) + " ranks; resume it with as many ranks"));
-    }
-    item.value().mutable_grad() = all[dist::get_rank()].to(item.value().options()).clone();
-  }
 }
 
 // Rank 0 runs `write`; every rank learns its outcome.
@@ -111,8 +91,30 @@ void BaseStrategy::restore_rng_states(const Dict& states, const std::string& pat
   }
 }
 
+at::Tensor BaseStrategy::rows_of_all_ranks(const at::Tensor& mine) {
+  return dist::is_distributed() ? at::stack(dist::all_gather(mine)) : mine.unsqueeze(0);
+}
+
+at::Tensor BaseStrategy::my_row(const at::Tensor& rows, const std::string& path) {
+  if (rows.size(0) != dist::get_world_size()) {
+    throw checkpoint::CheckpointError(
+        dist::on_rank(dist::get_rank(),
+                      "checkpoint " + path + " was saved inside a gradient accumulation group by " +
+                          std::to_string(rows.size(0)) + " ranks; resume it with as many ranks"));
+  }
+  return rows[dist::get_rank()];
+}
+
 Dict BaseStrategy::pending_gradients() {
   return strategy::pending_gradients(module(), *prepared().optim_wrapper);
+}
+
+void BaseStrategy::restore_pending_gradients(const Dict& saved, const std::string& path) {
+  for (auto& item : module().named_parameters(/*recurse=*/true)) {
+    if (!saved.contains(item.key())) continue;
+    const at::Tensor row = my_row(saved.at(item.key()).toTensor(), path);
+    item.value().mutable_grad() = row.to(item.value().options()).clone();
+  }
 }
 
 void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress& progress,
@@ -190,7 +192,7 @@ Resumed BaseStrategy::resume(const std::string& path, const LoadOptions& options
   }
   restore_rng_states(checkpoint_entry(content, "rng", path).toGenericDict(), path);
   if (content.contains("pending_gradients")) {
-    restore_pending_gradients(module(), content.at("pending_gradients").toGenericDict(), path);
+    restore_pending_gradients(content.at("pending_gradients").toGenericDict(), path);
   }
   const Dict meta = checkpoint_entry(content, "meta", path).toGenericDict();
   Resumed out{

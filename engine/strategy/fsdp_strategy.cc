@@ -26,6 +26,36 @@ std::string upper(std::string text) {
   return text;
 }
 
+// Each gradient as every rank's rows, under "<kind>/<name>", with
+// "<kind>/<name>/defined" saying which ranks had one (an undefined gradient
+// is not a zero one: the optimizer skips it); left out where no rank had it.
+void insert_rows(Dict& out, const std::string& key, const at::Tensor& grad, at::IntArrayRef sizes,
+                 const at::TensorOptions& options) {
+  const at::Tensor defined = BaseStrategy::rows_of_all_ranks(at::scalar_tensor(
+      static_cast<int64_t>(grad.defined()), at::TensorOptions().dtype(at::kLong)));
+  if (!defined.any().item<bool>()) return;
+  const at::Tensor mine = grad.defined() ? grad.detach() : at::zeros(sizes, options);
+  out.insert(key, BaseStrategy::rows_of_all_ranks(mine));
+  out.insert(key + "/defined", defined);
+}
+
+// This rank's gradient saved under `key`, undefined where it had none; it
+// must have `sizes` (another sharding saved it otherwise).
+at::Tensor saved_row(const Dict& saved, const std::string& key, at::IntArrayRef sizes,
+                     const at::TensorOptions& options, const std::string& path) {
+  if (!saved.contains(key)) return at::Tensor();
+  const at::Tensor defined = BaseStrategy::my_row(saved.at(key + "/defined").toTensor(), path);
+  const at::Tensor row = BaseStrategy::my_row(saved.at(key).toTensor(), path);
+  if (row.sizes() != sizes) {
+    throw checkpoint::CheckpointError(dist::on_rank(
+        dist::get_rank(), "checkpoint " + path + " was saved inside a gradient accumulation " +
+                              "group with another sharding (" + key + " has shape " +
+                              c10::str(row.sizes()) + ", here " + c10::str(sizes) +
+                              "); resume it with the strategy and world size that saved it"));
+  }
+  return defined.item<int64_t>() ? row.to(options).clone() : at::Tensor();
+}
+
 }  // namespace
 
 StateDictType parse_state_dict_type(const std::string& name) {
@@ -118,13 +148,35 @@ void FSDPStrategy::load_buffers(const checkpoint::StateDict& buffers, const std:
 }
 
 Dict FSDPStrategy::pending_gradients() {
-  if (prepared().optim_wrapper->should_update()) return empty_extra();
-  throw checkpoint::CheckpointError(dist::on_rank(
-      dist::get_rank(),
-      std::string(kStrategy) +
-          " cannot save inside a gradient accumulation group yet (the unsharded gradients "
-          "summed so far are not written); save when a group ends: make the checkpoint "
-          "interval a multiple of accumulative_counts"));
+  Dict out = empty_extra();
+  if (prepared().optim_wrapper->should_update()) return out;
+  for (const auto& unit : wrapper().units()) {
+    const auto grads = unit->pending_grads();
+    for (size_t i = 0; i < unit->parameters().size(); ++i) {
+      const auto& param = unit->parameters()[i];
+      const auto& layout = unit->layout(i);
+      const auto options = param.tensor.options();
+      insert_rows(out, "sharded/" + param.name, grads.sharded[i], layout.shard_sizes(), options);
+      insert_rows(out, "unsharded/" + param.name, grads.unsharded[i], layout.full_sizes, options);
+    }
+  }
+  return out;
+}
+
+void FSDPStrategy::restore_pending_gradients(const Dict& saved, const std::string& path) {
+  for (const auto& unit : wrapper().units()) {
+    model::sharding::FlatUnit::PendingGrads grads;
+    for (size_t i = 0; i < unit->parameters().size(); ++i) {
+      const auto& param = unit->parameters()[i];
+      const auto& layout = unit->layout(i);
+      const auto options = param.tensor.options();
+      grads.sharded.push_back(
+          saved_row(saved, "sharded/" + param.name, layout.shard_sizes(), options, path));
+      grads.unsharded.push_back(
+          saved_row(saved, "unsharded/" + param.name, layout.full_sizes, options, path));
+    }
+    unit->restore_pending_grads(std::move(grads));
+  }
 }
 
 void FSDPStrategy::write_checkpoint(const std::string& path, Dict training) {

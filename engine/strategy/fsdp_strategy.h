@@ -36,9 +36,9 @@ struct FSDPStrategyOptions {
 // at another one the parameters and optimizer state are the saved ones and
 // the generators keep their seeds.
 //
-// Not yet: saving inside a gradient accumulation group (CheckpointError:
-// the unsharded gradients summed so far are not written); make the
-// checkpoint interval a multiple of accumulative_counts.
+// Saved inside a gradient accumulation group, a checkpoint also holds every
+// rank's sharded and unsharded gradients summed so far (in the index): it
+// then resumes only at the same world size and sharding.
 class FSDPStrategy : public BaseStrategy {
  public:
   FSDPStrategy(EnvOptions env, FSDPStrategyOptions options);
@@ -49,6 +49,8 @@ class FSDPStrategy : public BaseStrategy {
   c10::impl::GenericDict read_checkpoint(const std::string& path, const LoadOptions& options,
                                          bool with_optimizer) override;
   c10::impl::GenericDict pending_gradients() override;
+  void restore_pending_gradients(const c10::impl::GenericDict& saved,
+                                 const std::string& path) override;
 
  private:
   model::MMFullyShardedDataParallel& wrapper();

@@ -103,6 +103,13 @@ class BaseStrategy {
   // different world size they stay as seeded (and rank 0 says so).
   Resumed resume(const std::string& path, const LoadOptions& options = {});
 
+  // Every rank's `mine` stacked in rank order (collective when
+  // distributed), and this rank's row of such rows, checked to come from
+  // as many ranks as there are now (else a CheckpointError naming `path`
+  // and what resumes it).
+  static at::Tensor rows_of_all_ranks(const at::Tensor& mine);
+  static at::Tensor my_row(const at::Tensor& rows, const std::string& path);
+
  protected:
   virtual std::shared_ptr<model::BaseModel> wrap_model(std::shared_ptr<model::BaseModel> model) = 0;
 
@@ -117,6 +124,10 @@ class BaseStrategy {
   // Gradients summed so far inside an accumulation group (empty outside
   // one), every rank's, to restore at the same world size. Collective.
   virtual c10::impl::GenericDict pending_gradients();
+  // Puts back this rank's share of what pending_gradients() saved; a
+  // CheckpointError when another number of ranks saved it.
+  virtual void restore_pending_gradients(const c10::impl::GenericDict& saved,
+                                         const std::string& path);
 
   // One file written by rank 0: `training` with "state_dict" and
   // "optimizer" (LibTorch's archive bytes), computed on rank 0 only.

@@ -44,9 +44,7 @@ rc::Gen<Case> resume_case(int world_size, const std::string& strategy) {
     c.max_iters = *rc::gen::inRange<int64_t>(3, 16);
     c.accumulate = *rc::gen::inRange<int64_t>(1, 3);
     if (strategy == "ZeroStrategy") c.zero_stage = *rc::gen::inRange(1, 4);
-    // Sharded strategies save only where an accumulation group ends.
-    const int64_t step = strategy == "DDPStrategy" ? 1 : c.accumulate;
-    c.stop_at = step * *rc::gen::inRange<int64_t>(1, (c.max_iters - 1) / step + 1);
+    c.stop_at = *rc::gen::inRange<int64_t>(1, c.max_iters);
     c.milestone = *rc::gen::inRange<int64_t>(1, c.max_iters + 1);
     return c;
   });

@@ -256,6 +256,23 @@ void FlatUnit::restore_shard_grads() {
   grads_exposed_ = false;
 }
 
+FlatUnit::PendingGrads FlatUnit::pending_grads() const {
+  PendingGrads grads;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    grads.sharded.push_back(params_[i].tensor.grad());
+    grads.unsharded.push_back(unsharded_grads_[i]);
+  }
+  return grads;
+}
+
+void FlatUnit::restore_pending_grads(PendingGrads grads) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    shard_grads_[i] = std::move(grads.sharded[i]);
+    unsharded_grads_[i] = std::move(grads.unsharded[i]);
+  }
+  restore_shard_grads();
+}
+
 double FlatUnit::local_power_sum(const std::vector<at::Tensor>& params, double norm_type) const {
   std::vector<at::Tensor> grads;
   for (const auto& param : params_) {

@@ -114,6 +114,16 @@ class FlatUnit {
   void finish_reduction(const std::vector<bool>& used);
   void keep_unsharded_grads();
 
+  // What a rank holds between backwards inside an accumulation group, per
+  // parameter (undefined where nothing): the sharded gradient the optimizer
+  // will see, and the unsharded one that no_sync backwards kept.
+  struct PendingGrads {
+    std::vector<at::Tensor> sharded;
+    std::vector<at::Tensor> unsharded;
+  };
+  PendingGrads pending_grads() const;
+  void restore_pending_grads(PendingGrads grads);
+
   // sum |g|^p over this rank's sharded gradients of `params` (members of
   // this unit; others are ignored); max |g| for an infinite p.
   double local_power_sum(const std::vector<at::Tensor>& params, double norm_type) const;
