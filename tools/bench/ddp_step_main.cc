@@ -25,12 +25,12 @@
 
 namespace {
 
-struct Args {
-  std::string backend = "gloo";
-  std::string model = "small";
-  int64_t batch = 64;
-  int steps = 30;
-  int warmup = 5;
+struct Args : bench::StepFlags {
+  Args() {
+    model = "small";
+    steps = 30;
+    warmup = 5;
+  }
   // The wrapper's own defaults unless a flag says otherwise.
   engine::model::DDPOptions ddp;
 };
@@ -47,17 +47,8 @@ struct Args {
 Args parse(int argc, char** argv) {
   Args args;
   bench::for_each_flag(argc, argv, usage, [&](const std::string& flag, const std::string& value) {
-    if (flag == "--backend") {
-      args.backend = value;
-    } else if (flag == "--model") {
-      args.model = value;
-    } else if (flag == "--batch") {
-      args.batch = std::stoll(value);
-    } else if (flag == "--steps") {
-      args.steps = std::stoi(value);
-    } else if (flag == "--warmup") {
-      args.warmup = std::stoi(value);
-    } else if (flag == "--gradient-as-bucket-view") {
+    if (bench::take_step_flag(args, flag, value)) return;
+    if (flag == "--gradient-as-bucket-view") {
       args.ddp.gradient_as_bucket_view = value == "1";
     } else if (flag == "--bucket-cap-mb") {
       args.ddp.bucket_cap_mb = std::stod(value);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -23,6 +24,34 @@ void for_each_flag(int argc, char** argv, Usage usage, OnFlag on_flag) {
     if (i + 1 >= argc) usage("missing value after " + flag);
     on_flag(flag, std::string(argv[++i]));
   }
+}
+
+// The flags every step benchmark (ddp_step, sharded_step) takes.
+struct StepFlags {
+  std::string backend = "gloo";
+  std::string model;
+  int64_t batch = 64;
+  int steps = 10;
+  int warmup = 3;
+};
+
+// Reads `flag` into `flags` when it is one of theirs (--backend, --model,
+// --batch, --steps, --warmup); false for any other flag.
+inline bool take_step_flag(StepFlags& flags, const std::string& flag, const std::string& value) {
+  if (flag == "--backend") {
+    flags.backend = value;
+  } else if (flag == "--model") {
+    flags.model = value;
+  } else if (flag == "--batch") {
+    flags.batch = std::stoll(value);
+  } else if (flag == "--steps") {
+    flags.steps = std::stoi(value);
+  } else if (flag == "--warmup") {
+    flags.warmup = std::stoi(value);
+  } else {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace bench

@@ -38,13 +38,9 @@ using engine::model::ModelWrapper;
 const std::vector<std::string> kStrategies = {"ddp", "zero1", "zero2", "full_shard",
                                               "shard_grad_op"};
 
-struct Args {
-  std::string backend = "gloo";
-  std::string model = "large";
+struct Args : bench::StepFlags {
+  Args() { model = "large"; }
   std::string strategy = "ddp";
-  int64_t batch = 64;
-  int steps = 10;
-  int warmup = 3;
   // ZeRO's reduce_bucket_size: one 2048 x 2048 layer (16 MiB of float32),
   // so that a bucket's reduce-scatter starts after one layer's backward
   // (bench/RESULTS.md shows the step at other sizes).
@@ -63,18 +59,9 @@ struct Args {
 Args parse(int argc, char** argv) {
   Args args;
   bench::for_each_flag(argc, argv, usage, [&](const std::string& flag, const std::string& value) {
-    if (flag == "--backend") {
-      args.backend = value;
-    } else if (flag == "--model") {
-      args.model = value;
-    } else if (flag == "--strategy") {
+    if (bench::take_step_flag(args, flag, value)) return;
+    if (flag == "--strategy") {
       args.strategy = value;
-    } else if (flag == "--batch") {
-      args.batch = std::stoll(value);
-    } else if (flag == "--steps") {
-      args.steps = std::stoi(value);
-    } else if (flag == "--warmup") {
-      args.warmup = std::stoi(value);
     } else if (flag == "--bucket-elements") {
       args.bucket_elements = std::stoll(value);
     } else {
