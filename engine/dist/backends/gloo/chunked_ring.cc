@@ -105,29 +105,45 @@ void ChunkedRing::size_send_buffers() {
   if (context_->rank != 0) send_chunk(*out, 0, message.size(), 0);
 }
 
+template <typename PartOf>
+void ChunkedRing::reduce_round(uint8_t* data, size_t bytes, c10::ScalarType dtype, ReduceOp op,
+                               PartOf part, int first) {
+  const size_t item = c10::elementSize(dtype);
+  auto to_scratch = to_next(*context_, reduce_slot_, data, bytes);
+  auto into_scratch = from_previous(*context_, reduce_slot_, scratch_.data(), scratch_.size());
+  for (int step = 0; step < context_->size - 1; ++step) {
+    in_chunks(
+        part(first - step), part(first - step - 1),
+        [&](size_t offset, size_t size) { send_chunk(*to_scratch, offset, size, 0); },
+        [&](size_t offset, size_t size) {
+          receive_chunk(read_mode_, *into_scratch);
+          reduce_into(data + offset, scratch_.data(), static_cast<int64_t>(size / item), dtype, op);
+        });
+  }
+}
+
 void ChunkedRing::all_reduce(void* data, int64_t count, c10::ScalarType dtype, ReduceOp op) {
   const int ranks = context_->size;
   const int rank = context_->rank;
   const size_t item = c10::elementSize(dtype);
-  const size_t bytes = static_cast<size_t>(count) * item;
-  auto* base = static_cast<uint8_t*>(data);
-  auto to_scratch = to_next(*context_, reduce_slot_, data, bytes);
-  auto into_scratch = from_previous(*context_, reduce_slot_, scratch_.data(), scratch_.size());
   auto part = [&](int p) { return part_of(wrap_rank(p, ranks), ranks, count, item); };
+  // This rank's part (rank + 1) ends with everyone's sum; then the finished
+  // parts travel round the ring into place.
+  reduce_round(static_cast<uint8_t*>(data), static_cast<size_t>(count) * item, dtype, op, part,
+               rank);
+  circulate(*context_, read_mode_, gather_slot_, data, static_cast<size_t>(count) * item, part,
+            rank + 1);
+}
 
-  // Reduce-scatter: after step s, part (rank - s - 1) holds s + 2 ranks' sum;
-  // in the end this rank's part (rank + 1) holds everyone's.
-  for (int step = 0; step < ranks - 1; ++step) {
-    in_chunks(
-        part(rank - step), part(rank - step - 1),
-        [&](size_t offset, size_t size) { send_chunk(*to_scratch, offset, size, 0); },
-        [&](size_t offset, size_t size) {
-          receive_chunk(read_mode_, *into_scratch);
-          reduce_into(base + offset, scratch_.data(), static_cast<int64_t>(size / item), dtype, op);
-        });
-  }
-  // All-gather: the finished parts travel round the ring into place.
-  circulate(*context_, read_mode_, gather_slot_, data, bytes, part, rank + 1);
+void ChunkedRing::reduce_scatter(void* data, int64_t count_per_rank, c10::ScalarType dtype,
+                                 ReduceOp op) {
+  const int ranks = context_->size;
+  const size_t block = static_cast<size_t>(count_per_rank) * c10::elementSize(dtype);
+  auto part = [&](int p) {
+    const size_t begin = static_cast<size_t>(wrap_rank(p, ranks)) * block;
+    return Span{begin, begin + block};
+  };
+  reduce_round(static_cast<uint8_t*>(data), block * ranks, dtype, op, part, context_->rank - 1);
 }
 
 void ChunkedRing::all_gather(void* gathered, size_t bytes_per_rank) {

@@ -48,6 +48,10 @@ class ChunkedRing {
   // `count` elements of `dtype` at `data`, reduced in place; every rank ends
   // with the same bits (each slice is reduced once, then copied).
   void all_reduce(void* data, int64_t count, c10::ScalarType dtype, ReduceOp op);
+  // `data` holds one block of `count_per_rank` elements per rank; block r
+  // ends as every rank's block r reduced, on rank r (the other blocks are
+  // left partly reduced). The first half of all_reduce's ring.
+  void reduce_scatter(void* data, int64_t count_per_rank, c10::ScalarType dtype, ReduceOp op);
   // Every rank's `bytes_per_rank` into `gathered`, in rank order; this
   // rank's part must already be in place.
   void all_gather(void* gathered, size_t bytes_per_rank);
@@ -55,6 +59,12 @@ class ChunkedRing {
 
  private:
   void size_send_buffers();
+  // The ring's reduce-scatter steps over parts part(first - s) (sent) and
+  // part(first - s - 1) (received and reduced) for s = 0 .. size - 2: in
+  // the end part(first + 1) holds everyone's sum.
+  template <typename PartOf>
+  void reduce_round(uint8_t* data, size_t bytes, c10::ScalarType dtype, ReduceOp op, PartOf part,
+                    int first);
 
   std::shared_ptr<::gloo::Context> context_;
   ReadMode& read_mode_;

@@ -352,16 +352,24 @@ WorkPtr GlooBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& 
 WorkPtr GlooBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                     ReduceOp op) {
   if (output.numel() == 0) return nothing_to_move();
-  return reduce_scatter_through_all_reduce(output, torch::utils::flatten_dense_tensors(inputs), op);
+  at::Tensor flat = torch::utils::flatten_dense_tensors(inputs);
+  if (pairs_ && output.is_contiguous() && pairs_->handles(output, flat, op)) {
+    return wrap_pairs(pairs_->reduce_scatter(output, flat, op), "reduce_scatter");
+  }
+  return reduce_scatter_through_all_reduce(output, flat, op);
 }
 
 WorkPtr GlooBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input,
                                            ReduceOp op) {
   if (output.numel() == 0) return nothing_to_move();
+  if (pairs_ && pairs_->handles(output, input, op)) {
+    return wrap_pairs(pairs_->reduce_scatter(output, input, op), "reduce_scatter");
+  }
   return reduce_scatter_through_all_reduce(output, input.reshape({-1}).clone(), op);
 }
 
-// Gloo has no reduce_scatter: all-reduce everything, keep this rank's chunk.
+// Where the pairs cannot take a call (a reduction the engine's kernel does
+// not do, a strided tensor): all-reduce everything, keep this rank's chunk.
 // `all` is a flat buffer of this call's own, overwritten.
 WorkPtr GlooBackend::reduce_scatter_through_all_reduce(const at::Tensor& output, at::Tensor all,
                                                        ReduceOp op) {

@@ -23,8 +23,10 @@ namespace engine::dist::gloo {
 // what the engine offers, the adapter supplies it: bool tensors reduce as
 // uint8 (sum/max/bor -> max, product/min/band -> min, bxor -> bxor);
 // bfloat16 reduces in float32 and is rounded once at the end (exact where the
-// simulator is; otherwise at least as accurate); reduce_scatter is an
-// all_reduce of the packed inputs; reduce leaves non-root tensors untouched
+// simulator is; otherwise at least as accurate); reduce_scatter goes through
+// the pairs' ring (PairCollectives) where their kernel reduces the dtype and
+// op, else it is an all_reduce of the packed inputs; reduce leaves non-root
+// tensors untouched
 // (Gloo uses them as scratch). A missing rank surfaces as a Timeout from
 // Work::wait after the wait's timeout, or once Gloo's own (the backend's
 // timeout) ends the call; after Gloo has ended a call, that communicator is

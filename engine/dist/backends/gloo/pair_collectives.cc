@@ -118,6 +118,36 @@ bool PairCollectives::handles(const at::Tensor& output, const at::Tensor& input)
          output.nbytes() == input.nbytes() * static_cast<size_t>(context_->size);
 }
 
+bool PairCollectives::handles(const at::Tensor& output, const at::Tensor& input,
+                              ReduceOp op) const {
+  return handles(input, output) && can_reduce(input.scalar_type(), op) &&
+         input.scalar_type() == output.scalar_type();
+}
+
+c10::intrusive_ptr<c10d::Work> PairCollectives::reduce_scatter(const at::Tensor& output,
+                                                               const at::Tensor& input,
+                                                               ReduceOp op) {
+  const int rank = context_->rank;
+  const int ranks = context_->size;
+  if (input.nbytes() <= kMaxGatherRingBytes) {
+    return gather(input, [output, op, rank, ranks](const uint8_t* gathered, size_t bytes) {
+      const size_t block = output.nbytes();
+      std::memcpy(output.data_ptr(), gathered + rank * block, block);
+      for (int from = 1; from < ranks; ++from) {
+        reduce_into(output.data_ptr(), gathered + from * bytes + rank * block, output.numel(),
+                    output.scalar_type(), op);
+      }
+    });
+  }
+  return enqueue([this, output, input, op, rank] {
+    at::Tensor scratch = input.clone();
+    chunked_->reduce_scatter(scratch.data_ptr(), output.numel(), output.scalar_type(), op);
+    std::memcpy(output.data_ptr(),
+                static_cast<uint8_t*>(scratch.data_ptr()) + rank * output.nbytes(),
+                output.nbytes());
+  });
+}
+
 c10::intrusive_ptr<c10d::Work> PairCollectives::all_reduce(const at::Tensor& tensor, ReduceOp op) {
   if (tensor.nbytes() > kMaxGatherRingBytes) {
     return enqueue([this, tensor, op] {

@@ -23,7 +23,7 @@
 
 namespace engine::dist::gloo {
 
-// all_reduce, broadcast and all_gather on a Gloo context of the adapter's
+// all_reduce, broadcast, all_gather and reduce_scatter on a Gloo context of the adapter's
 // own whose pairs are synchronous (the thread that waits for a message reads
 // it from the socket itself, instead of Gloo's device thread reading it and
 // waking the waiter), run in call order on one thread of its own.
@@ -70,12 +70,21 @@ class PairCollectives {
   bool handles(const at::Tensor& tensor) const;
   bool handles(const at::Tensor& tensor, ReduceOp op) const;
   bool handles(const at::Tensor& output, const at::Tensor& input) const;
+  // reduce_scatter: both plain, input one output a rank, a kernel reduction.
+  bool handles(const at::Tensor& output, const at::Tensor& input, ReduceOp op) const;
 
   // Each queues the call; the work finishes once the tensors are written.
   // all_gather fills `output` with the ranks' inputs in rank order.
   c10::intrusive_ptr<c10d::Work> all_reduce(const at::Tensor& tensor, ReduceOp op);
   c10::intrusive_ptr<c10d::Work> broadcast(const at::Tensor& tensor, int root);
   c10::intrusive_ptr<c10d::Work> all_gather(const at::Tensor& output, const at::Tensor& input);
+  // `input` holds one block of output's size per rank (it is not written);
+  // `output` gets block `rank` reduced over the ranks: up to 64 KiB of input
+  // through a gather ring (reduced in rank order), larger through the
+  // chunked ring's reduce-scatter half (each rank moves (size-1)/size of
+  // the input, as a ring all_reduce's first half).
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(const at::Tensor& output, const at::Tensor& input,
+                                                ReduceOp op);
 
   // Whoever waits for one of these calls holds a ReadMode::Waiting on it.
   const std::shared_ptr<ReadMode>& read_mode() const { return read_mode_; }
