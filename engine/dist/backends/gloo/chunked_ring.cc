@@ -1,6 +1,7 @@
 #include "engine/dist/backends/gloo/chunked_ring.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "engine/dist/reduce_kernel.h"
@@ -135,15 +136,38 @@ void ChunkedRing::all_reduce(void* data, int64_t count, c10::ScalarType dtype, R
             rank + 1);
 }
 
-void ChunkedRing::reduce_scatter(void* data, int64_t count_per_rank, c10::ScalarType dtype,
-                                 ReduceOp op) {
+// Step s sends the partial sum of block (rank - 1 - s), which step s - 1
+// received (the input itself at step 0), and receives block (rank - 2 - s),
+// adding this rank's input to it. The partial sums alternate between
+// `output` and partial_ so that the last one, block `rank`, lands in
+// `output`.
+void ChunkedRing::reduce_scatter(const void* input, void* output, int64_t count_per_rank,
+                                 c10::ScalarType dtype, ReduceOp op) {
   const int ranks = context_->size;
-  const size_t block = static_cast<size_t>(count_per_rank) * c10::elementSize(dtype);
-  auto part = [&](int p) {
-    const size_t begin = static_cast<size_t>(wrap_rank(p, ranks)) * block;
-    return Span{begin, begin + block};
+  const int rank = context_->rank;
+  const size_t item = c10::elementSize(dtype);
+  const size_t block = static_cast<size_t>(count_per_rank) * item;
+  const auto* in = static_cast<const uint8_t*>(input);
+  if (ranks == 1) std::memcpy(output, input, block);
+  if (ranks > 2 && partial_.size() < block) partial_.resize(block);
+  auto sums_of_step = [&](int step) {
+    return (ranks - 2 - step) % 2 == 0 ? static_cast<uint8_t*>(output) : partial_.data();
   };
-  reduce_round(static_cast<uint8_t*>(data), block * ranks, dtype, op, part, context_->rank - 1);
+  auto into_scratch = from_previous(*context_, reduce_slot_, scratch_.data(), scratch_.size());
+  for (int step = 0; step < ranks - 1; ++step) {
+    const uint8_t* sent =
+        step == 0 ? in + wrap_rank(rank - 1, ranks) * block : sums_of_step(step - 1);
+    auto out = to_next(*context_, reduce_slot_, const_cast<uint8_t*>(sent), block);
+    const uint8_t* mine = in + wrap_rank(rank - 2 - step, ranks) * block;
+    uint8_t* sums = sums_of_step(step);
+    for (size_t done = 0; done < block; done += kChunkBytes) {
+      const size_t size = std::min(kChunkBytes, block - done);
+      send_chunk(*out, done, size, 0);
+      receive_chunk(read_mode_, *into_scratch);
+      std::memcpy(sums + done, mine + done, size);
+      reduce_into(sums + done, scratch_.data(), static_cast<int64_t>(size / item), dtype, op);
+    }
+  }
 }
 
 void ChunkedRing::all_gather(void* gathered, size_t bytes_per_rank) {

@@ -48,10 +48,12 @@ class ChunkedRing {
   // `count` elements of `dtype` at `data`, reduced in place; every rank ends
   // with the same bits (each slice is reduced once, then copied).
   void all_reduce(void* data, int64_t count, c10::ScalarType dtype, ReduceOp op);
-  // `data` holds one block of `count_per_rank` elements per rank; block r
-  // ends as every rank's block r reduced, on rank r (the other blocks are
-  // left partly reduced). The first half of all_reduce's ring.
-  void reduce_scatter(void* data, int64_t count_per_rank, c10::ScalarType dtype, ReduceOp op);
+  // `input` holds one block of `count_per_rank` elements per rank (it is
+  // only read); `output` (one block, not overlapping `input`) gets every
+  // rank's block `rank` reduced. All_reduce's first half, with the partial
+  // sums in `output` and a block of scratch taken in turn.
+  void reduce_scatter(const void* input, void* output, int64_t count_per_rank,
+                      c10::ScalarType dtype, ReduceOp op);
   // Every rank's `bytes_per_rank` into `gathered`, in rank order; this
   // rank's part must already be in place.
   void all_gather(void* gathered, size_t bytes_per_rank);
@@ -71,6 +73,7 @@ class ChunkedRing {
   int reduce_slot_;
   int gather_slot_;
   std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> partial_;  // reduce_scatter's other block of partial sums
 };
 
 }  // namespace engine::dist::gloo

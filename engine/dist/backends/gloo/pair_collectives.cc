@@ -139,12 +139,14 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::reduce_scatter(const at::Tensor&
       }
     });
   }
-  return enqueue([this, output, input, op, rank] {
-    at::Tensor scratch = input.clone();
-    chunked_->reduce_scatter(scratch.data_ptr(), output.numel(), output.scalar_type(), op);
-    std::memcpy(output.data_ptr(),
-                static_cast<uint8_t*>(scratch.data_ptr()) + rank * output.nbytes(),
-                output.nbytes());
+  return enqueue([this, output, input, op] {
+    const auto* begin = static_cast<const uint8_t*>(input.data_ptr());
+    const auto* out = static_cast<const uint8_t*>(output.data_ptr());
+    const bool overlaps = out + output.nbytes() > begin && out < begin + input.nbytes();
+    // The ring reads the input to the end: an output inside it needs a copy.
+    const at::Tensor source = overlaps ? input.clone() : input;
+    chunked_->reduce_scatter(source.data_ptr(), output.data_ptr(), output.numel(),
+                             output.scalar_type(), op);
   });
 }
 
