@@ -35,7 +35,7 @@ FSDPStrategyOptions as_fsdp(const ZeroStrategyOptions& options) {
 
 }  // namespace
 
-ZeroStrategy::ZeroStrategy(EnvOptions env, ZeroStrategyOptions options)
-    : FSDPStrategy(std::move(env), as_fsdp(options)), zero_options_(options) {}
+ZeroStrategy::ZeroStrategy(EnvOptions env, const ZeroStrategyOptions& options)
+    : FSDPStrategy(std::move(env), as_fsdp(options)) {}
 
 }  // namespace engine::strategy

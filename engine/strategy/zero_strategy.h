@@ -23,11 +23,7 @@ struct ZeroStrategyOptions {
 // ConfigError.
 class ZeroStrategy : public FSDPStrategy {
  public:
-  ZeroStrategy(EnvOptions env, ZeroStrategyOptions options);
-  const ZeroStrategyOptions& zero_options() const { return zero_options_; }
-
- private:
-  ZeroStrategyOptions zero_options_;
+  ZeroStrategy(EnvOptions env, const ZeroStrategyOptions& options);
 };
 
 }  // namespace engine::strategy

@@ -19,7 +19,7 @@ struct MlpShape {
 };
 
 // small: 1024 x 3, 3.16M parameters; large: 2048 x 6, 25.2M; xl: 4096 x 6,
-// 100.7M. Anything else: nullopt-like {0, 0}.
+// 100.7M; {0, 0} for any other name.
 MlpShape mlp_shape(const std::string& model);
 
 class Mlp : public engine::model::BaseModel {
