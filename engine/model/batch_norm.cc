@@ -110,8 +110,22 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
   }
   const bool sync = is_sync() && batch_stats && sync_group_->size() > 1;
   if (sync) return forward_synchronised(input);
-  return at::batch_norm(input, weight, bias, running_mean, running_var, batch_stats,
-                        options_.momentum, options_.eps, false);
+  if (!running_mean.defined() || running_mean.scalar_type() == input.scalar_type()) {
+    return at::batch_norm(input, weight, bias, running_mean, running_var, batch_stats,
+                          options_.momentum, options_.eps, false);
+  }
+  // Buffers in another dtype than the input (mixed precision's
+  // buffer_dtype): ATen's kernel takes one dtype, so it updates copies.
+  at::Tensor mean = running_mean.to(input.scalar_type());
+  at::Tensor var = running_var.to(input.scalar_type());
+  at::Tensor output = at::batch_norm(input, weight, bias, mean, var, batch_stats,
+                                     options_.momentum, options_.eps, false);
+  if (is_training() && options_.track_running_stats) {
+    at::NoGradGuard no_grad;
+    running_mean.copy_(mean);
+    running_var.copy_(var);
+  }
+  return output;
 }
 
 at::Tensor BatchNormImpl::forward_synchronised(const at::Tensor& input) {

@@ -28,6 +28,8 @@ struct BatchNormOptions {
 // sizes and ranks without samples); backward all-reduces the two sums the
 // input gradient needs; weight and bias gradients stay local (DDP averages
 // them). Every rank of the group must run the same forwards and backwards.
+// The running statistics may have another dtype than the input (FSDP's
+// buffer_dtype); they are updated in their own.
 //
 // Why a switch and not PyTorch's module swap: a C++ module calls its children
 // through typed members, so a converter cannot replace them from outside.

@@ -138,7 +138,8 @@ checkpoint::StateDict FSDPStrategy::buffers() {
   for (const auto& item : module().named_parameters()) params.insert(item.key());
   checkpoint::StateDict out;
   for (const auto& item : checkpoint::state_dict(module())) {
-    if (!params.count(item.first)) out.insert(item);
+    if (!params.count(item.first))
+      out.insert({item.first, wrapper().buffer_state(item.first, item.second)});
   }
   return out;
 }

@@ -99,11 +99,11 @@ std::shared_ptr<nets::TestNet> initial_net(const TrainingCase& c) {
 }
 
 std::optional<std::string> first_departure(const Snapshots& expected, const Snapshots& got,
-                                           const std::string& who) {
+                                           const std::string& who, double tolerance) {
   for (size_t it = 0; it < expected.size(); ++it) {
     for (const auto& [name, value] : expected[it]) {
       const at::Tensor& mine = got[it].at(name);
-      if (!torch::allclose(mine, value, kTolerance, kTolerance)) {
+      if (!torch::allclose(mine, value, tolerance, tolerance)) {
         return "iteration " + std::to_string(it) + " " + name + ": " + who + " differs by " +
                std::to_string((mine - value).abs().max().item<double>());
       }

@@ -53,8 +53,8 @@ Snapshots train_serial(const TrainingCase& c, nets::TestNet& initial);
 constexpr double kTolerance = 1e-9;
 
 // The first parameter (by iteration) where `got` is off `expected` by more
-// than the tolerance, described; nullopt when none is.
+// than `tolerance` (absolute plus relative), described; nullopt when none is.
 std::optional<std::string> first_departure(const Snapshots& expected, const Snapshots& got,
-                                           const std::string& who);
+                                           const std::string& who, double tolerance = kTolerance);
 
 }  // namespace ddp_cases

@@ -26,7 +26,7 @@ HARNESS_PROP(ShardedEquivalence, RanksMatchOneProcessOnTheConcatenatedBatch, ())
   auto per_rank = harness::collect_ranks<Run>(
       c.world_size, [&](int rank) { return sharding_cases::train_rank(c, *initial, rank); },
       harness::test_options(c.seed));
-  if (auto problem = sharding_cases::first_problem(expected, per_rank)) RC_FAIL(*problem);
+  if (auto problem = sharding_cases::first_problem(c, expected, per_rank)) RC_FAIL(*problem);
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ using engine::model::MMFullyShardedDataParallel;
 
 void showValue(const ShardingCase& c, std::ostream& os) {
   os << "world_size=" << c.world_size << " strategy=" << c.strategy
-     << " hybrid_shard_size=" << c.hybrid_shard_size
+     << " hybrid_shard_size=" << c.hybrid_shard_size << " param_dtype=" << c.param_dtype
+     << " reduce_dtype=" << c.reduce_dtype << " buffer_dtype=" << c.buffer_dtype
      << " reduce_bucket_size=" << c.reduce_bucket_size << " overlap_comm=" << c.overlap_comm
      << " wrap=" << c.wrap << " min_num_params=" << c.min_num_params << " batch=" << c.batch
      << " iterations=" << c.iterations << " accumulative_counts=" << c.accumulative_counts
@@ -36,6 +37,11 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
     if (c.strategy == "HYBRID_SHARD") {
       c.hybrid_shard_size = c.world_size % 2 == 0 ? c.world_size / 2 : c.world_size;
     }
+    if (c.strategy.rfind("ZERO", 0) != 0) {
+      c.param_dtype = *rc::gen::element<std::string>("", "float32");
+      c.reduce_dtype = *rc::gen::element<std::string>("", "float32", "float64");
+      c.buffer_dtype = *rc::gen::element<std::string>("", "float32");
+    }
     c.reduce_bucket_size = *rc::gen::inRange<int64_t>(1, 200);
     c.overlap_comm = *rc::gen::arbitrary<bool>();
     c.wrap = *rc::gen::element<std::string>("root", "layers", "size");
@@ -44,9 +50,15 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
     c.accumulative_counts = *rc::gen::inRange<int64_t>(1, 4);
     c.communicate_every_step = *rc::gen::arbitrary<bool>();
     c.iterations = *rc::gen::inRange<int>(c.accumulative_counts, 2 * c.accumulative_counts + 2);
-    c.ignore_first_head = *rc::gen::arbitrary<bool>();
+    // Ignored modules are not cast: a head left in float64 cannot take the
+    // trunk's float32 output (as in PyTorch).
+    c.ignore_first_head = c.param_dtype.empty() && *rc::gen::arbitrary<bool>();
     c.freeze_first_bias = *rc::gen::arbitrary<bool>();
-    c.adam = *rc::gen::arbitrary<bool>();
+    // Adam turns a gradient's rounding into a step of up to lr where the
+    // gradient is as small as its rounding (as before a BatchNorm): under
+    // float32 rounding it is left out; it sees the shards and gradients in
+    // their own dtype either way.
+    c.adam = tolerance(c) == ddp_cases::kTolerance && *rc::gen::arbitrary<bool>();
     if (*rc::gen::arbitrary<bool>()) c.clip_norm = *rc::gen::element(0.05, 1.0, 100.0);
     c.norm_type = *rc::gen::element(1.0, 2.0, 3.0, std::numeric_limits<double>::infinity());
     c.seed = *rc::gen::arbitrary<uint32_t>();
@@ -110,6 +122,11 @@ engine::model::FSDPOptions fsdp_options(const ShardingCase& c, nets::TestNet& ne
   if (c.wrap == "layers") options.auto_wrap_policy.module_types = {"Linear", "Conv2d"};
   if (c.wrap == "size") options.auto_wrap_policy.min_num_params = c.min_num_params;
   if (c.ignore_first_head) options.ignored_modules = {net.named_children()["head0"].get()};
+  auto dtype = [](const std::string& name) -> std::optional<at::ScalarType> {
+    if (name.empty()) return std::nullopt;
+    return name == "float32" ? at::kFloat : at::kDouble;
+  };
+  options.mixed_precision = {dtype(c.param_dtype), dtype(c.reduce_dtype), dtype(c.buffer_dtype)};
   return options;
 }
 
@@ -150,15 +167,47 @@ Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank) {
   return run;
 }
 
+namespace {
+
+// One step of the serial run under a float32 param_dtype: the gradients of
+// a float32 copy of `net` reach `net` through a surrogate loss whose
+// gradient they are, so that the optim wrapper scales, accumulates, clips
+// and steps them as it does a plain loss.
+void mixed_precision_step(nets::TestNet& net, nets::TestNet& compute,
+                          const engine::model::TensorDict& batch,
+                          engine::optim::OptimWrapper& optim) {
+  nets::copy_state(net, compute);
+  compute.zero_grad();
+  engine::model::TensorDict cast;
+  for (const auto& [key, value] : batch) cast[key] = value.to(at::kFloat);
+  engine::model::parse_losses(compute.forward(cast, engine::model::ForwardMode::kLoss))
+      .loss.backward();
+  auto params = net.named_parameters();
+  at::Tensor surrogate = at::zeros({}, at::kDouble);
+  for (const auto& item : compute.named_parameters()) {
+    const at::Tensor& grad = item.value().grad();
+    if (grad.defined()) surrogate = surrogate + (params[item.key()] * grad.to(at::kDouble)).sum();
+  }
+  optim.update_params(surrogate);
+}
+
+}  // namespace
+
 Run train_serial(const ShardingCase& c, nets::TestNet& initial) {
   auto net = prepared_net(c);
   nets::copy_state(initial, *net);
+  auto compute = prepared_net(c);
+  compute->to(at::kFloat);
   engine::optim::OptimWrapper optim(optimizer_for(c, *net), wrapper_options(c));
   Run run;
   for (int it = 0; it < c.iterations; ++it) {
     std::vector<engine::model::TensorDict> batches;
     for (int r = 0; r < c.world_size; ++r) batches.push_back(batch_of(c, it, r));
-    net->train_step(nets::concatenate(batches), optim);
+    if (c.param_dtype.empty()) {
+      net->train_step(nets::concatenate(batches), optim);
+    } else {
+      mixed_precision_step(*net, *compute, nets::concatenate(batches), optim);
+    }
     run.parameters.push_back(nets::snapshot(*net));
     run.grad_norms.push_back(grad_norm_of(optim));
   }
@@ -188,16 +237,23 @@ void from_ivalue(const c10::IValue& value, Run& out) {
   out.grad_norms = fields[1].toDoubleVector();
 }
 
-std::optional<std::string> first_problem(const Run& expected, const std::vector<Run>& per_rank) {
+double tolerance(const ShardingCase& c) {
+  const bool rounds = c.param_dtype == "float32" || c.reduce_dtype == "float32";
+  if (!rounds) return ddp_cases::kTolerance;
+  return c.spec.batch_norm && c.param_dtype == "float32" ? 1e-3 : 1e-4;
+}
+
+std::optional<std::string> first_problem(const ShardingCase& c, const Run& expected,
+                                         const std::vector<Run>& per_rank) {
   if (auto problem = ddp_cases::first_departure(expected.parameters, per_rank[0].parameters,
-                                                "rank 0 against the serial run")) {
+                                                "rank 0 against the serial run", tolerance(c))) {
     return problem;
   }
   for (size_t it = 0; it < expected.grad_norms.size(); ++it) {
     const double want = expected.grad_norms[it];
     const double got = per_rank[0].grad_norms[it];
     const bool both_absent = std::isnan(want) && std::isnan(got);
-    if (!both_absent && !(std::abs(got - want) <= ddp_cases::kTolerance * (1 + std::abs(want)))) {
+    if (!both_absent && !(std::abs(got - want) <= tolerance(c) * (1 + std::abs(want)))) {
       return "iteration " + std::to_string(it) + ": rank 0 logged grad_norm " +
              std::to_string(got) + ", the serial run " + std::to_string(want);
     }

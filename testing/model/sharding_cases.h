@@ -30,6 +30,8 @@ struct ShardingCase {
   int64_t reduce_bucket_size = 1;  // ZeRO, in elements
   bool overlap_comm = false;       // ZeRO
   int hybrid_shard_size = 0;
+  // FSDP's mixed_precision: a dtype name, or empty for the model's own.
+  std::string param_dtype, reduce_dtype, buffer_dtype;
   // "root" (one unit), "layers" (every Linear and Conv2d), "size" (by count).
   std::string wrap = "root";
   int64_t min_num_params = 0;
@@ -64,13 +66,25 @@ void from_ivalue(const c10::IValue& value, Run& out);
 // `initial`: sync_module_states must broadcast it).
 Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank);
 
-// One process on the concatenated batch of all ranks.
+// One process on the concatenated batch of all ranks; with a param_dtype,
+// forward and backward run on a copy of the net in that dtype and the
+// gradients come back to the float64 parameters, as FSDP's mixed precision
+// defines it.
 Run train_serial(const ShardingCase& c, nets::TestNet& initial);
 
-// The first difference from the serial run beyond ddp_cases::kTolerance
-// (the same argument: float64, only the order of sums and the division by
-// the world size before them differ), or between ranks at all (every rank
-// gathers the same shards: bit-identical); nullopt when there is none.
-std::optional<std::string> first_problem(const Run& expected, const std::vector<Run>& per_rank);
+// How far the ranks may be from the serial run: ddp_cases::kTolerance
+// where everything is float64 (the same argument: only the order of sums
+// and the division by the world size before them differ). Where a float32
+// param_dtype or reduce_dtype rounds (relative 6e-8 per operation), gradients
+// are some 1e-6 relative off the float64 serial run, and parameters after
+// at most eight steps of lr <= 0.1 far less than 1e-5, while a missing
+// average or cast back still shows at 1e-3 or more.
+double tolerance(const ShardingCase& c);
+
+// The first difference from the serial run beyond tolerance(c), or
+// between ranks at all (every rank gathers the same shards:
+// bit-identical); nullopt when there is none.
+std::optional<std::string> first_problem(const ShardingCase& c, const Run& expected,
+                                         const std::vector<Run>& per_rank);
 
 }  // namespace sharding_cases

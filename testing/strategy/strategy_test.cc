@@ -149,6 +149,30 @@ TEST(StrategyTest, TheShardedWrapperIsBuiltByNameWithItsKeys) {
   });
 }
 
+TEST(StrategyTest, MixedPrecisionIsReadAsMmengineWritesIt) {
+  harness::run_ranks(2, [](int rank) {
+    Json config = {{"type", "MMFullyShardedDataParallel"},
+                   {"mixed_precision", {{"param_dtype", "bfloat16"}, {"buffer_dtype", "double"}}}};
+    auto built = engine::model::model_wrappers().build(config, small_model(rank));
+    const auto& precision =
+        dynamic_cast<engine::model::MMFullyShardedDataParallel&>(*built).options().mixed_precision;
+    EXPECT_EQ(precision.param_dtype, at::kBFloat16);
+    EXPECT_EQ(precision.reduce_dtype, std::nullopt);
+    EXPECT_EQ(precision.buffer_dtype, at::kDouble);
+    for (const Json& bad : {Json{{"param_dtype", "bf16"}}, Json{{"reduce_dtype", "int32"}},
+                            Json{{"compute_dtype", "float16"}}}) {
+      config["mixed_precision"] = bad;
+      try {
+        engine::model::model_wrappers().build(config, small_model(rank));
+        ADD_FAILURE() << bad.dump() << " was accepted";
+      } catch (const ConfigError& error) {
+        EXPECT_NE(std::string(error.what()).find(bad.begin().key()), std::string::npos)
+            << error.what();
+      }
+    }
+  });
+}
+
 TEST(StrategyTest, ZeroStrategyBuildsTheWrapperOfItsStageFromDeepSpeedKeys) {
   harness::run_ranks(2, [](int rank) {
     const Json base = {{"type", "ZeroStrategy"},

@@ -39,6 +39,15 @@ void check_contiguous(const std::string& unit, const std::vector<UnitParameter>&
   }
 }
 
+void check_precision(const std::string& unit, Residency residency, const UnitPrecision& precision) {
+  if (residency == Residency::kSharded || (!precision.compute && !precision.reduce)) return;
+  throw dist::InvalidArgument(
+      dist::on_rank(dist::get_rank(),
+                    "sharding unit \"" + unit +
+                        "\" keeps whole parameters (ZeRO stages 1-2), which have no mixed "
+                        "precision here; use FSDP (ZeRO stage 3) for param_dtype/reduce_dtype"));
+}
+
 }  // namespace
 
 void GatheredMeter::add(int64_t bytes) {
@@ -49,7 +58,7 @@ void GatheredMeter::add(int64_t bytes) {
 void GatheredMeter::remove(int64_t bytes) { current -= bytes; }
 
 FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
-                   GatheredMeter* meter, Residency residency)
+                   GatheredMeter* meter, Residency residency, UnitPrecision precision)
     : name_(std::move(name)),
       params_(std::move(params)),
       groups_(std::move(groups)),
@@ -57,7 +66,11 @@ FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGrou
       residency_(residency) {
   if (params_.empty()) return;
   check_one_dtype_and_device(name_, params_);
+  check_precision(name_, residency_, precision);
   if (residency_ == Residency::kWhole) check_contiguous(name_, params_);
+  master_options_ = params_.front().tensor.options().requires_grad(false);
+  compute_dtype_ = precision.compute.value_or(params_.front().tensor.scalar_type());
+  reduce_dtype_ = precision.reduce.value_or(compute_dtype_);
   if (groups_.shard) {
     shard_size_ = groups_.shard->size();
     shard_rank_ = groups_.shard->rank();
@@ -75,12 +88,11 @@ FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGrou
     meter_->add(full_bytes());
     return;
   }
-  const at::TensorOptions options = params_.front().tensor.options().requires_grad(false);
-  flat_shard_ = at::empty({block_numel_}, options);
+  flat_shard_ = at::empty({block_numel_}, master_options_);
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     copy_shard(params_[i].tensor.detach(), layouts_[i], shard_rank_, shard_view_of(i));
-    full_.push_back(at::empty(params_[i].tensor.sizes(), options));
+    full_.push_back(at::empty(params_[i].tensor.sizes(), master_options_.dtype(compute_dtype_)));
     free_full(i);
   }
   point_at_shards();
@@ -88,6 +100,10 @@ FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGrou
 
 FlatUnit::~FlatUnit() {
   if (gathered_) meter_->remove(full_bytes());
+}
+
+bool FlatUnit::casts() const {
+  return !params_.empty() && compute_dtype_ != master_options_.dtype().toScalarType();
 }
 
 int64_t FlatUnit::shard_bytes() const {
@@ -130,9 +146,15 @@ void FlatUnit::point_at_shards() {
   gathered_ = false;
 }
 
+at::Tensor FlatUnit::gathered_blocks(const at::Tensor& flat_shard) const {
+  if (!sharded()) return flat_shard.view({1, block_numel_});
+  at::Tensor blocks = at::empty({shard_size_, block_numel_}, flat_shard.options());
+  dist::all_gather_into_tensor(blocks, flat_shard, groups_.shard);
+  return blocks;
+}
+
 void FlatUnit::unshard() {
-  at::Tensor blocks = at::empty({shard_size_, block_numel_}, flat_shard_.options());
-  dist::all_gather_into_tensor(blocks, flat_shard_, groups_.shard);
+  const at::Tensor blocks = gathered_blocks(flat_shard_.to(compute_dtype_));
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     copy_from_blocks(blocks, offsets_[i], layouts_[i], full_[i].view({-1}));
@@ -142,7 +164,7 @@ void FlatUnit::unshard() {
 }
 
 void FlatUnit::gather() {
-  if (!sharded() || gathered_) return;
+  if (gathered_ || (!sharded() && !casts())) return;
   for (size_t i = 0; i < params_.size(); ++i) allocate_full(i);
   unshard();
   meter_->add(full_bytes());
@@ -153,6 +175,20 @@ void FlatUnit::reshard() {
   point_at_shards();
   for (size_t i = 0; i < params_.size(); ++i) free_full(i);
   meter_->remove(full_bytes());
+}
+
+std::vector<at::Tensor> FlatUnit::full_values() const {
+  std::vector<at::Tensor> values;
+  if (!flat_shard_.defined()) {  // kWhole between steps: the parameters are the values
+    for (const auto& full : full_) values.push_back(full.clone());
+    return values;
+  }
+  const at::Tensor blocks = gathered_blocks(flat_shard_);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    values.push_back(at::empty(layouts_[i].full_sizes, master_options_));
+    copy_from_blocks(blocks, offsets_[i], layouts_[i], values.back().view({-1}));
+  }
+  return values;
 }
 
 void FlatUnit::enter_step() {
@@ -209,7 +245,7 @@ void FlatUnit::expose_unsharded_grads() {
 
 void FlatUnit::launch_reduction() {
   if (params_.empty()) return;
-  at::Tensor blocks = at::zeros({shard_size_, block_numel_}, full_.front().options());
+  at::Tensor blocks = at::zeros({shard_size_, block_numel_}, master_options_.dtype(reduce_dtype_));
   had_grads_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& grad = params_[i].tensor.grad();
@@ -219,7 +255,7 @@ void FlatUnit::launch_reduction() {
     unsharded_grads_[i] = at::Tensor();
   }
   blocks.div_(groups_.world_size);
-  reduced_ = at::empty({block_numel_}, full_.front().options());
+  reduced_ = at::empty({block_numel_}, blocks.options());
   if (sharded()) {
     reduction_ = dist::reduce_scatter_tensor_async(reduced_, blocks, "sum", groups_.shard);
   } else {
@@ -239,7 +275,7 @@ void FlatUnit::finish_reduction(const std::vector<bool>& used) {
     if (shard_grads_[i].defined()) {
       shard_grads_[i].add_(piece);
     } else {
-      shard_grads_[i] = piece.clone();
+      shard_grads_[i] = piece.to(master_options_.dtype(), /*non_blocking=*/false, /*copy=*/true);
     }
   }
   reduced_ = at::Tensor();

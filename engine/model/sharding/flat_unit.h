@@ -1,8 +1,10 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,16 @@ struct GatheredMeter {
 //             while the optimizer steps it, then the unit is all-gathered
 enum class Residency { kSharded, kWhole };
 
+// Mixed precision (kSharded only): the dtype the gathered parameters take
+// for forward and backward (the shard is cast before the all-gather, so
+// the gather moves that dtype), and the dtype gradients are reduced in.
+// Unset: the parameters' own dtype. The shards, and the gradients the
+// optimizer sees, always stay in the parameters' own dtype.
+struct UnitPrecision {
+  std::optional<at::ScalarType> compute;
+  std::optional<at::ScalarType> reduce;
+};
+
 // One sharding unit: parameters that are gathered together in one
 // all-gather and whose gradients are reduced together in one
 // reduce-scatter, each laid out as ShardLayout says, end to end in a flat
@@ -68,9 +80,11 @@ class FlatUnit {
   // Collective-free: takes each parameter's current (full) data as the
   // values to shard. All parameters share one dtype and device, else
   // InvalidArgument naming the unit.
-  // kWhole needs contiguous parameters (InvalidArgument otherwise).
+  // kWhole needs contiguous parameters and no mixed precision
+  // (InvalidArgument otherwise).
   FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
-           GatheredMeter* meter, Residency residency = Residency::kSharded);
+           GatheredMeter* meter, Residency residency = Residency::kSharded,
+           UnitPrecision precision = {});
   ~FlatUnit();
   FlatUnit(const FlatUnit&) = delete;
   FlatUnit& operator=(const FlatUnit&) = delete;
@@ -84,14 +98,22 @@ class FlatUnit {
   bool gathered() const { return gathered_; }
   Residency residency() const { return residency_; }
   int64_t block_numel() const { return block_numel_; }
-  // Bytes of this rank's shards held now, of the full parameters, and of
-  // the unsharded gradients kept for a later reduction (no_sync).
+  // Whether gather() gives the parameters another dtype (mixed precision).
+  bool casts() const;
+  // Bytes of this rank's shards held now, of the gathered parameters (in
+  // the compute dtype), and of the unsharded gradients kept for a later
+  // reduction (no_sync).
   int64_t shard_bytes() const;
   int64_t full_bytes() const;
   int64_t unsharded_grad_bytes() const;
 
+  // Parameters whole, in the compute dtype (a no-op where they already
+  // are: unsharded and not cast, or kWhole).
   void gather();
   void reshard();
+  // Collective: every parameter whole, in its own dtype, as fresh tensors
+  // (the unit is left as it was, gathered or not).
+  std::vector<at::Tensor> full_values() const;
   // kWhole only (no-ops otherwise); enter_step is collective-free,
   // leave_step collective.
   void enter_step();
@@ -133,6 +155,7 @@ class FlatUnit {
   void free_full(size_t param);
   at::Tensor shard_view_of(size_t param) const;  // flat, in flat_shard_
   void point_at_shards();
+  at::Tensor gathered_blocks(const at::Tensor& flat_shard) const;  // [shards, block_numel]
   void unshard();
   void restore_shard_grads();
 
@@ -141,6 +164,9 @@ class FlatUnit {
   UnitGroups groups_;
   GatheredMeter* meter_;
   Residency residency_;
+  at::TensorOptions master_options_;  // the parameters' own dtype and device
+  at::ScalarType compute_dtype_ = at::kFloat;
+  at::ScalarType reduce_dtype_ = at::kFloat;
   int shard_size_ = 1;
   int shard_rank_ = 0;
   std::vector<ShardLayout> layouts_;

@@ -108,6 +108,7 @@ MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel
   const dist::GroupPtr& group = group_;
   verify_same_parameters(all_parameters(this->module()), group);
   if (options_.sync_module_states) broadcast_module_state(this->module(), group);
+  cast_buffers();
   AccumulatorOf accumulators = full_shape_accumulators(this->module());
   build_units(group);
   std::vector<std::shared_ptr<torch::autograd::Node>> per_param;
@@ -159,9 +160,11 @@ void MMFullyShardedDataParallel::build_units(const dist::GroupPtr& group) {
   auto plans = scheme_.plan ? scheme_.plan(module())
                             : sharding::plan_units(module(), options_.auto_wrap_policy,
                                                    options_.ignored_modules);
+  const sharding::UnitPrecision precision{options_.mixed_precision.param_dtype,
+                                          options_.mixed_precision.reduce_dtype};
   for (auto& plan : plans) {
-    units_.push_back(std::make_unique<sharding::FlatUnit>(plan.name, std::move(plan.params),
-                                                          sharded, &meter_, scheme_.residency));
+    units_.push_back(std::make_unique<sharding::FlatUnit>(
+        plan.name, std::move(plan.params), sharded, &meter_, scheme_.residency, precision));
     unit_modules_.push_back(plan.module);
   }
   std::unordered_map<const c10::TensorImpl*, std::string> names;
@@ -188,6 +191,35 @@ void MMFullyShardedDataParallel::build_units(const dist::GroupPtr& group) {
     has_frozen_.push_back(trainable < unit->parameters().size());
   }
   pending_grads_ = trainable_;
+}
+
+void MMFullyShardedDataParallel::cast_buffers() {
+  const auto dtype = options_.mixed_precision.buffer_dtype;
+  if (!dtype) return;
+  at::NoGradGuard no_grad;
+  for (const auto& item : module().named_buffers()) {
+    at::Tensor buffer = item.value();
+    if (!at::isFloatingType(buffer.scalar_type()) || buffer.scalar_type() == *dtype) continue;
+    buffer_dtypes_[item.key()] = buffer.scalar_type();
+    buffer.set_data(buffer.to(*dtype));
+  }
+}
+
+at::Tensor MMFullyShardedDataParallel::buffer_state(const std::string& name,
+                                                    const at::Tensor& value) const {
+  const auto found = buffer_dtypes_.find(name);
+  return found == buffer_dtypes_.end() ? value : value.to(found->second);
+}
+
+TensorDict MMFullyShardedDataParallel::cast_inputs(const TensorDict& data) const {
+  const auto dtype = options_.mixed_precision.param_dtype;
+  if (!dtype) return data;
+  TensorDict cast;
+  for (const auto& [key, value] : data) {
+    cast[key] =
+        value.defined() && at::isFloatingType(value.scalar_type()) ? value.to(*dtype) : value;
+  }
+  return cast;
 }
 
 void MMFullyShardedDataParallel::register_hooks(
@@ -229,10 +261,10 @@ void MMFullyShardedDataParallel::begin_forward(bool will_backward) {
 TensorDict MMFullyShardedDataParallel::forward(const TensorDict& data, ForwardMode mode) {
   const bool will_backward = module().is_training() && at::GradMode::is_enabled();
   if (!will_backward) {
-    return without_backward([&] { return module().forward(data, mode); });
+    return without_backward([&] { return module().forward(cast_inputs(data), mode); });
   }
   begin_forward(true);
-  TensorDict outputs = module().forward(data, mode);
+  TensorDict outputs = module().forward(cast_inputs(data), mode);
   forward_will_backward_ = false;
   for (auto& [name, tensor] : outputs) {
     if (!tensor.requires_grad()) continue;
@@ -267,11 +299,11 @@ TensorDict MMFullyShardedDataParallel::train_step(const TensorDict& data,
 }
 
 TensorDict MMFullyShardedDataParallel::val_step(const TensorDict& data) {
-  return without_backward([&] { return module().val_step(data); });
+  return without_backward([&] { return module().val_step(cast_inputs(data)); });
 }
 
 TensorDict MMFullyShardedDataParallel::test_step(const TensorDict& data) {
-  return without_backward([&] { return module().test_step(data); });
+  return without_backward([&] { return module().test_step(cast_inputs(data)); });
 }
 
 at::Tensor MMFullyShardedDataParallel::call(const torch::nn::Module& module,
@@ -382,10 +414,8 @@ double MMFullyShardedDataParallel::global_power_sum(const std::vector<at::Tensor
 std::map<std::string, at::Tensor> MMFullyShardedDataParallel::full_parameters() {
   std::map<std::string, at::Tensor> values;
   for (auto& unit : units_) {
-    const bool was_gathered = unit->gathered();
-    unit->gather();
-    for (const auto& param : unit->parameters()) values[param.name] = param.tensor.detach().clone();
-    if (!was_gathered) unit->reshard();
+    std::vector<at::Tensor> full = unit->full_values();
+    for (size_t i = 0; i < full.size(); ++i) values[unit->parameters()[i].name] = full[i];
   }
   return values;
 }

@@ -1,9 +1,12 @@
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,21 @@ enum class ShardingStrategy { kFullShard, kShardGradOp, kNoShard, kHybridShard }
 // anything else is InvalidArgument listing them.
 ShardingStrategy parse_sharding_strategy(const std::string& name);
 
+// PyTorch's MixedPrecision; unset fields keep the model's own dtypes.
+//   param_dtype   the gathered parameters (the all-gather moves it) and the
+//                 floating-point inputs of forward, val_step and test_step
+//   reduce_dtype  the gradient reduce-scatter; unset follows param_dtype
+//   buffer_dtype  floating-point buffers, cast once at construction and
+//                 kept so (as FSDP1 does); buffer_state() gives them back
+//                 in their own dtype for checkpoints
+// The shards, the gradients the optimizer sees and so the optimizer state
+// stay in the parameters' own dtype. ignored_modules are not cast.
+struct MixedPrecision {
+  std::optional<at::ScalarType> param_dtype;
+  std::optional<at::ScalarType> reduce_dtype;
+  std::optional<at::ScalarType> buffer_dtype;
+};
+
 struct FSDPOptions {
   ShardingStrategy sharding_strategy = ShardingStrategy::kFullShard;
   // Which modules become units (auto_wrap_policy, or fully_shard by code).
@@ -52,6 +70,7 @@ struct FSDPOptions {
   // 0: get_local_size(). The world size must be a multiple of it. Needs the
   // default group as process_group.
   int hybrid_shard_size = 0;
+  MixedPrecision mixed_precision;
 };
 
 // Per-rank accounting of the model state the wrapper holds, in bytes.
@@ -85,7 +104,7 @@ struct FSDPMemory {
 // requires); a rank that skips a unit another runs gives a collective
 // mismatch, not a hang, in the simulator and in debug mode.
 //
-// Not supported yet: mixed precision, CPU offload, prefetching
+// Not supported yet: CPU offload, prefetching
 // (backward_prefetch, forward_prefetch, limit_all_gathers: every gather
 // here is blocking, so at most the root and one unit are gathered at once
 // after the first step), param_init_fn.
@@ -123,6 +142,9 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   // module, gathered one unit at a time (detached copies; the units are
   // left as they were).
   std::map<std::string, at::Tensor> full_parameters();
+  // The buffer `name` of the module as a checkpoint holds it: in the dtype
+  // it had before buffer_dtype cast it (`value` itself where none did).
+  at::Tensor buffer_state(const std::string& name, const at::Tensor& value) const;
 
   // This rank's piece of every parameter, by its name in the module, for
   // sharded checkpoints (FlatUnit::local_shards: the sharded parameters
@@ -155,6 +177,8 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   template <typename Step>
   TensorDict without_backward(Step step);
   void build_units(const dist::GroupPtr& group);
+  void cast_buffers();
+  TensorDict cast_inputs(const TensorDict& data) const;
   void register_hooks(const std::vector<std::shared_ptr<torch::autograd::Node>>& accumulators);
   void begin_forward(bool will_backward);
   void begin_backward();
@@ -183,7 +207,8 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   bool in_backward_ = false;
   bool forward_will_backward_ = false;
   dist::GroupPtr group_;
-  dist::GroupPtr sharded_norm_group_;  // where sharded power sums are reduced
+  dist::GroupPtr sharded_norm_group_;                    // where sharded power sums are reduced
+  std::map<std::string, at::ScalarType> buffer_dtypes_;  // before buffer_dtype cast them
 };
 
 }  // namespace engine::model

@@ -1,5 +1,9 @@
 #include "engine/model/wrappers/wrapper_registry.h"
 
+#include <map>
+#include <optional>
+#include <string>
+
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/separate_distributed_data_parallel.h"
@@ -50,6 +54,38 @@ sharding::WrapPolicy wrap_policy(registry::ConfigReader& config) {
   return policy;
 }
 
+// A floating-point dtype by torch's name (mmengine reads it with
+// getattr(torch, name)); absent: nullopt.
+std::optional<at::ScalarType> float_dtype(registry::ConfigReader& config, const std::string& key) {
+  static const std::map<std::string, at::ScalarType> known = {
+      {"float32", at::kFloat},    {"float", at::kFloat},  {"float64", at::kDouble},
+      {"double", at::kDouble},    {"float16", at::kHalf}, {"half", at::kHalf},
+      {"bfloat16", at::kBFloat16}};
+  const auto name = config.get_optional<std::string>(key);
+  if (!name) return std::nullopt;
+  const auto found = known.find(*name);
+  if (found == known.end()) {
+    config.fail("key \"" + key + "\" names the unknown dtype \"" + *name +
+                "\"; known: float32 (float), float64 (double), float16 (half), bfloat16");
+  }
+  return found->second;
+}
+
+// mixed_precision: {"param_dtype": "bfloat16", "reduce_dtype": "float32",
+// "buffer_dtype": "float32"}, each optional, as mmengine writes it.
+MixedPrecision mixed_precision(registry::ConfigReader& config) {
+  MixedPrecision precision;
+  const auto section = config.object("mixed_precision");
+  if (!section) return precision;
+  registry::ConfigReader reader(*section, config.section() + ".mixed_precision");
+  auto dtype = [&reader](const char* key) { return float_dtype(reader, key); };
+  precision.param_dtype = dtype("param_dtype");
+  precision.reduce_dtype = dtype("reduce_dtype");
+  precision.buffer_dtype = dtype("buffer_dtype");
+  reader.finish();
+  return precision;
+}
+
 std::shared_ptr<ModelWrapper> build_fsdp(registry::ConfigReader& config,
                                          std::shared_ptr<BaseModel> module) {
   FSDPOptions options;
@@ -58,6 +94,7 @@ std::shared_ptr<ModelWrapper> build_fsdp(registry::ConfigReader& config,
   options.auto_wrap_policy = wrap_policy(config);
   options.sync_module_states = config.get("sync_module_states", options.sync_module_states);
   options.hybrid_shard_size = config.get("hybrid_shard_size", options.hybrid_shard_size);
+  options.mixed_precision = mixed_precision(config);
   // Accepted for mmengine configs; the wrapper always keeps the original
   // parameters (one shard tensor per parameter).
   config.get("use_orig_params", true);
