@@ -38,6 +38,7 @@ struct RunSetup {
   std::string optimizer = "SGD";
   int64_t hidden = 5;
   std::string state_dict_type = "sharded";
+  Json mixed_precision;  // FSDP's, as mmengine writes it; null: none
 };
 
 std::string fresh_dir(const std::string& name) {
@@ -61,6 +62,7 @@ std::shared_ptr<BaseStrategy> make_strategy(std::string type, const RunSetup& se
         {"sharding_strategy", setup.sharding},
         {"auto_wrap_policy", {{"type", "size_based_auto_wrap_policy"}, {"min_num_params", 1}}}};
     if (setup.hybrid_shard_size) wrapper["hybrid_shard_size"] = setup.hybrid_shard_size;
+    if (!setup.mixed_precision.is_null()) wrapper["mixed_precision"] = setup.mixed_precision;
     config["model_wrapper"] = wrapper;
     config["state_dict_type"] = setup.state_dict_type;
   }
@@ -270,6 +272,35 @@ TEST(FsdpCheckpointTest, AFullCheckpointLoadsIntoDdpAndSingleDeviceWithTheSameOu
   EXPECT_TRUE(at::equal(fsdp[0], single[0]));
   EXPECT_TRUE(at::equal(fsdp[0], fsdp[2]));
   EXPECT_EQ(model_and_optimizer_difference(path, from_ddp), "");
+}
+
+// Mixed precision changes what a rank computes in, not what it keeps: a
+// full checkpoint holds the parameters and buffers in the model's own
+// float32, and a run without mixed precision loads it.
+TEST(FsdpCheckpointTest, AMixedPrecisionCheckpointHoldsTheModelsOwnDtypes) {
+  RunSetup setup;
+  setup.state_dict_type = "full";
+  setup.mixed_precision = {{"param_dtype", "bfloat16"}, {"buffer_dtype", "bfloat16"}};
+  const std::string path = fresh_dir("mixed.pth");
+  harness::run_ranks(2, [&](int) {
+    auto strategy = make_strategy("FSDPStrategy", setup);
+    train(prepare(*strategy, setup, 1), 0, 2, 2);
+    strategy->save_checkpoint(path, {2, 0});
+  });
+  const auto state = engine::checkpoint::load_file(path).toGenericDict().at("state_dict");
+  int running_stats = 0;
+  for (const auto& item : state.toGenericDict()) {
+    const at::Tensor& value = item.value().toTensor();
+    if (!at::isFloatingType(value.scalar_type())) continue;
+    EXPECT_EQ(value.scalar_type(), at::kFloat) << item.key().toStringRef();
+    running_stats += item.key().toStringRef().find("running_") != std::string::npos;
+  }
+  EXPECT_GT(running_stats, 0);
+  harness::run_ranks(2, [&](int) {
+    auto strategy = make_strategy("FSDPStrategy", RunSetup{});
+    prepare(*strategy, RunSetup{}, 2);
+    EXPECT_EQ(strategy->resume(path).progress.iter, 2);
+  });
 }
 
 // Each rank's error, or "" when the load went through.
