@@ -60,12 +60,6 @@ class ProcessJob {
 
  private:
   ProcessJob() {
-    const char* rc_params = std::getenv("RC_PARAMS");
-    if (!rc_params || std::string(rc_params).find("seed=") == std::string::npos) {
-      throw std::invalid_argument(
-          "process mode needs RC_PARAMS with a seed (for example RC_PARAMS='seed=1'), the same "
-          "on every rank, so that every rank draws the same cases");
-    }
     dist::InitOptions options;
     options.timeout = std::chrono::milliseconds(env_or("HARNESS_TIMEOUT_MS", 60000));
     dist::init_dist(dist::infer_launcher(dist::process_environment()), process_backend(), options);

@@ -20,8 +20,9 @@
 // n <= N ranks is the job's first n ranks (a cached subgroup bound as their
 // world; the others sit the case out). collect_ranks hands every process
 // every rank's result, so each process checks the same data and reaches the
-// same verdict, and RapidCheck, drawing from the same RC_PARAMS seed on every
-// rank (required), shrinks alike everywhere. An exception on one rank is
+// same verdict, and RapidCheck, drawing from the same seed on every rank (the
+// RC_PARAMS one, else the target's: third_party/system/rapidcheck_seed.cc),
+// shrinks alike everywhere. An exception on one rank is
 // rethrown on every rank.
 namespace harness {
 
