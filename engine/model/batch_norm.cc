@@ -118,8 +118,8 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
   // buffer_dtype): ATen's kernel takes one dtype, so it updates copies.
   at::Tensor mean = running_mean.to(input.scalar_type());
   at::Tensor var = running_var.to(input.scalar_type());
-  at::Tensor output = at::batch_norm(input, weight, bias, mean, var, batch_stats,
-                                     options_.momentum, options_.eps, false);
+  at::Tensor output = at::batch_norm(input, weight, bias, mean, var, batch_stats, options_.momentum,
+                                     options_.eps, false);
   if (is_training() && options_.track_running_stats) {
     at::NoGradGuard no_grad;
     running_mean.copy_(mean);

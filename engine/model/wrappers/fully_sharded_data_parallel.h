@@ -119,7 +119,8 @@ class MMFullyShardedDataParallel : public ModelWrapper,
 
   TensorDict forward(const TensorDict& data, ForwardMode mode) override;
   // preprocess -> forward("loss") -> parse_losses -> update_params, inside
-  // the optim wrapper's context (no sync on intermediate accumulation steps).
+  // the optim wrapper's context (no sync on intermediate accumulation steps,
+  // unless the unit scheme reduces every backward).
   TensorDict train_step(const TensorDict& data, optim::OptimWrapper& optim_wrapper) override;
   TensorDict val_step(const TensorDict& data) override;
   TensorDict test_step(const TensorDict& data) override;
@@ -164,11 +165,14 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   // units in forward order (the first stays gathered as the root; reduced
   // in the reverse order), where parameters rest, and whether a unit's
   // reduction starts as soon as its gradients are ready during backward
-  // (else all start when backward ends).
+  // (else all start when backward ends), and whether train_step keeps an
+  // accumulation group's intermediate backwards local (no_sync) rather than
+  // reducing every backward.
   struct UnitScheme {
     std::function<std::vector<sharding::UnitPlan>(torch::nn::Module&)> plan;
     sharding::Residency residency = sharding::Residency::kSharded;
     bool reduce_during_backward = true;
+    bool no_sync_inside_accumulation = true;
   };
   MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module, FSDPOptions options,
                              UnitScheme scheme);

@@ -78,10 +78,9 @@ MixedPrecision mixed_precision(registry::ConfigReader& config) {
   const auto section = config.object("mixed_precision");
   if (!section) return precision;
   registry::ConfigReader reader(*section, config.section() + ".mixed_precision");
-  auto dtype = [&reader](const char* key) { return float_dtype(reader, key); };
-  precision.param_dtype = dtype("param_dtype");
-  precision.reduce_dtype = dtype("reduce_dtype");
-  precision.buffer_dtype = dtype("buffer_dtype");
+  precision.param_dtype = float_dtype(reader, "param_dtype");
+  precision.reduce_dtype = float_dtype(reader, "reduce_dtype");
+  precision.buffer_dtype = float_dtype(reader, "buffer_dtype");
   reader.finish();
   return precision;
 }

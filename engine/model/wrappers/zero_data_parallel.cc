@@ -7,7 +7,6 @@
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
 #include "engine/model/wrappers/bucket_plan.h"
-#include "engine/optim/optim_wrapper.h"
 
 namespace engine::model {
 namespace {
@@ -65,15 +64,8 @@ MMZeroDataParallel::MMZeroDataParallel(std::shared_ptr<BaseModel> module, ZeroOp
           UnitScheme{[bucket_size = options.reduce_bucket_size](torch::nn::Module& root) {
                        return bucket_units(root, bucket_size);
                      },
-                     sharding::Residency::kWhole, options.stage == 2 && options.overlap_comm}),
+                     sharding::Residency::kWhole, options.stage == 2 && options.overlap_comm,
+                     /*no_sync_inside_accumulation=*/options.stage == 1}),
       zero_options_(std::move(options)) {}
-
-TensorDict MMZeroDataParallel::train_step(const TensorDict& data,
-                                          optim::OptimWrapper& optim_wrapper) {
-  if (zero_options_.stage == 1) return MMFullyShardedDataParallel::train_step(data, optim_wrapper);
-  ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss));
-  optim_wrapper.update_params(parsed.loss);
-  return parsed.log_vars;
-}
 
 }  // namespace engine::model

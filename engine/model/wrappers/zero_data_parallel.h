@@ -56,11 +56,9 @@ struct ZeroOptions {
 // MMFullyShardedDataParallel.
 class MMZeroDataParallel : public MMFullyShardedDataParallel {
  public:
+  // train_step: stage 1 keeps an accumulation group's intermediate
+  // backwards local (no_sync); stage 2 communicates on every backward.
   MMZeroDataParallel(std::shared_ptr<BaseModel> module, ZeroOptions options = {});
-
-  // Stage 1: the base's (no_sync inside an accumulation group); stage 2
-  // communicates on every backward.
-  TensorDict train_step(const TensorDict& data, optim::OptimWrapper& optim_wrapper) override;
 
   const ZeroOptions& zero_options() const { return zero_options_; }
 
