@@ -26,8 +26,8 @@ GroupState::GroupState(WorldState& world, std::string name, std::vector<int> glo
 
 void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, int rank,
                         bool abortable, const std::function<void()>& on_last) {
-  if (!barrier.abandoned.empty()) {
-    throw engine::dist::Timeout(on_rank(global_ranks_[rank], barrier.abandoned));
+  if (!barrier.abandoned.message.empty()) {
+    throw engine::dist::Timeout(on_rank(global_ranks_[rank], barrier.abandoned.message));
   }
   const uint64_t generation = barrier.generation.load();
   barrier.here[rank] = true;
@@ -56,7 +56,7 @@ void GroupState::arrive(std::unique_lock<std::mutex>& lock, Barrier& barrier, in
                              },
                              [&] {
                                barrier.here[rank] = false;
-                               if (--barrier.arrived == 0) barrier.abandoned.clear();
+                               if (--barrier.arrived == 0) barrier.abandoned = {};
                              },
                              abortable ? &barrier.abandoned : nullptr,
                              std::chrono::milliseconds::max(), &barrier.generation, generation});

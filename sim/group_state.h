@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "sim/call_record.h"
+#include "sim/world_state.h"
 
 namespace sim {
-
-class WorldState;
 
 // The meeting point of one group's ranks, shared by their thread-ranks.
 //
@@ -68,7 +67,7 @@ class GroupState {
     int arrived = 0;
     std::atomic<uint64_t> generation{0};  // read without the lock by released waiters
     std::vector<bool> here;
-    std::string abandoned;  // set when a wait timed out; cleared once all left
+    WorldState::Abandonment abandoned;  // set when a wait timed out; cleared once all left
   };
   struct Verdict {
     std::string mismatch;  // empty when the calls match

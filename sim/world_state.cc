@@ -137,7 +137,7 @@ bool WorldState::can_go_on(int rank) const {
   if (info.status != Status::kBlocked) return false;
   const Wait& w = *info.wait;
   return w.ready() || first_failure_ || info.deadlock_epoch != deadlock_epoch_ ||
-         (w.abandoned && !w.abandoned->empty()) ||
+         (w.abandoned && !w.abandoned->message.empty()) ||
          (virtual_clock() && virtual_now_ms_ >= info.deadline_ms);
 }
 
@@ -247,8 +247,10 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
   while (!w.ready()) {
     // A timeout shared by the waiters wins over the failure it causes: a
     // waiter that timed out first may already have ended its rank.
-    if (w.abandoned && !w.abandoned->empty()) {
-      fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, *w.abandoned))));
+    if (w.abandoned && !w.abandoned->message.empty()) {
+      me.timed_out_on = w.abandoned->missing;
+      fail_wait(
+          w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, w.abandoned->message))));
     }
     if (first_failure_) {
       fail_wait(w, std::make_exception_ptr(peer_failure(w.rank, where(w.rank))));
@@ -265,7 +267,7 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
       }
       const std::string message = timeout_message(w, missing, timeout);
       me.timed_out_on = missing;
-      if (w.abandoned) *w.abandoned = message;
+      if (w.abandoned) *w.abandoned = {message, missing};
       notify();
       fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, message))));
     }

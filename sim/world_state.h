@@ -37,6 +37,13 @@ class WorldState {
   const WorldOptions& options() const { return options_; }
   std::mutex& mutex() { return mutex_; }
 
+  // A rendezvous a wait timed out on: the message every waiter on it fails
+  // with (empty: not abandoned), and the ranks it lacked.
+  struct Abandonment {
+    std::string message;
+    std::vector<int> missing;
+  };
+
   struct Wait {
     int rank;                                   // global rank that waits
     std::function<bool()> ready;                // true once it may go on
@@ -45,7 +52,7 @@ class WorldState {
     // Where a timed-out wait leaves its message for the others waiting on the
     // same rendezvous, so that they all fail at once naming the same ranks
     // (nullptr: nothing is shared).
-    std::string* abandoned = nullptr;
+    Abandonment* abandoned = nullptr;
     std::chrono::milliseconds timeout = std::chrono::milliseconds::max();  // max: options().timeout
     // A barrier wait: done once *released differs from released_from. Its
     // waker calls release() for this rank before publishing, so the wait may
