@@ -116,6 +116,11 @@ const Json* ConfigReader::find(const std::string& key) {
 
 bool ConfigReader::has(const std::string& key) { return find(key) != nullptr; }
 
+bool ConfigReader::is_null(const std::string& key) {
+  const Json* value = find(key);
+  return value && value->is_null();
+}
+
 std::optional<Json> ConfigReader::object(const std::string& key) { return get_optional<Json>(key); }
 
 void ConfigReader::finish() const {

@@ -33,6 +33,8 @@ class ConfigReader {
   ConfigReader(const Json& config, std::string section);
 
   bool has(const std::string& key);
+  // Present and null (Python's None).
+  bool is_null(const std::string& key);
   // The value of `key`, or `fallback` when absent.
   template <typename T>
   T get(const std::string& key, T fallback) {

@@ -18,6 +18,8 @@ void showValue(const ShardingCase& c, std::ostream& os) {
   os << "world_size=" << c.world_size << " strategy=" << c.strategy
      << " hybrid_shard_size=" << c.hybrid_shard_size << " param_dtype=" << c.param_dtype
      << " reduce_dtype=" << c.reduce_dtype << " buffer_dtype=" << c.buffer_dtype
+     << " backward_prefetch=" << c.backward_prefetch << " forward_prefetch=" << c.forward_prefetch
+     << " limit_all_gathers=" << c.limit_all_gathers
      << " reduce_bucket_size=" << c.reduce_bucket_size << " overlap_comm=" << c.overlap_comm
      << " wrap=" << c.wrap << " min_num_params=" << c.min_num_params << " batch=" << c.batch
      << " iterations=" << c.iterations << " accumulative_counts=" << c.accumulative_counts
@@ -41,6 +43,9 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
       c.param_dtype = *rc::gen::element<std::string>("", "float32");
       c.reduce_dtype = *rc::gen::element<std::string>("", "float32", "float64");
       c.buffer_dtype = *rc::gen::element<std::string>("", "float32");
+      c.backward_prefetch = *rc::gen::element<std::string>("BACKWARD_PRE", "BACKWARD_POST", "NONE");
+      c.forward_prefetch = *rc::gen::arbitrary<bool>();
+      c.limit_all_gathers = *rc::gen::arbitrary<bool>();
     }
     c.reduce_bucket_size = *rc::gen::inRange<int64_t>(1, 200);
     c.overlap_comm = *rc::gen::arbitrary<bool>();
@@ -127,6 +132,9 @@ engine::model::FSDPOptions fsdp_options(const ShardingCase& c, nets::TestNet& ne
     return name == "float32" ? at::kFloat : at::kDouble;
   };
   options.mixed_precision = {dtype(c.param_dtype), dtype(c.reduce_dtype), dtype(c.buffer_dtype)};
+  options.backward_prefetch = engine::model::parse_backward_prefetch(c.backward_prefetch);
+  options.forward_prefetch = c.forward_prefetch;
+  options.limit_all_gathers = c.limit_all_gathers;
   return options;
 }
 

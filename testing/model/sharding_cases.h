@@ -32,6 +32,10 @@ struct ShardingCase {
   int hybrid_shard_size = 0;
   // FSDP's mixed_precision: a dtype name, or empty for the model's own.
   std::string param_dtype, reduce_dtype, buffer_dtype;
+  // FSDP's prefetching: BACKWARD_PRE, BACKWARD_POST or NONE.
+  std::string backward_prefetch = "BACKWARD_PRE";
+  bool forward_prefetch = false;
+  bool limit_all_gathers = true;
   // "root" (one unit), "layers" (every Linear and Conv2d), "size" (by count).
   std::string wrap = "root";
   int64_t min_num_params = 0;

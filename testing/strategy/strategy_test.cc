@@ -173,6 +173,40 @@ TEST(StrategyTest, MixedPrecisionIsReadAsMmengineWritesIt) {
   });
 }
 
+TEST(StrategyTest, PrefetchingIsReadAsMmengineWritesIt) {
+  harness::run_ranks(2, [](int rank) {
+    using engine::model::BackwardPrefetch;
+    auto options_of = [&](const Json& config) {
+      auto built = engine::model::model_wrappers().build(config, small_model(rank));
+      return dynamic_cast<engine::model::MMFullyShardedDataParallel&>(*built).options();
+    };
+    Json config = {{"type", "MMFullyShardedDataParallel"}};
+    const auto defaults = options_of(config);
+    EXPECT_EQ(defaults.backward_prefetch, BackwardPrefetch::kBackwardPre);
+    EXPECT_FALSE(defaults.forward_prefetch);
+    EXPECT_TRUE(defaults.limit_all_gathers);
+    config.update({{"backward_prefetch", "BACKWARD_POST"},
+                   {"forward_prefetch", true},
+                   {"limit_all_gathers", false}});
+    const auto set = options_of(config);
+    EXPECT_EQ(set.backward_prefetch, BackwardPrefetch::kBackwardPost);
+    EXPECT_TRUE(set.forward_prefetch);
+    EXPECT_FALSE(set.limit_all_gathers);
+    config["backward_prefetch"] = nullptr;  // mmengine's None
+    EXPECT_EQ(options_of(config).backward_prefetch, BackwardPrefetch::kNone);
+    for (const Json& bad : {Json("BACKWARD_SOON"), Json(1)}) {
+      config["backward_prefetch"] = bad;
+      try {
+        options_of(config);
+        ADD_FAILURE() << bad.dump() << " was accepted";
+      } catch (const ConfigError& error) {
+        EXPECT_NE(std::string(error.what()).find("backward_prefetch"), std::string::npos)
+            << error.what();
+      }
+    }
+  });
+}
+
 TEST(StrategyTest, ZeroStrategyBuildsTheWrapperOfItsStageFromDeepSpeedKeys) {
   harness::run_ranks(2, [](int rank) {
     const Json base = {{"type", "ZeroStrategy"},

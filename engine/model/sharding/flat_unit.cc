@@ -99,6 +99,12 @@ FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGrou
 }
 
 FlatUnit::~FlatUnit() {
+  // A prefetch still in flight (an exception left it) writes into buffers
+  // this unit owns: let it land first. A failure here was reported already.
+  try {
+    finish_gather();
+  } catch (const std::exception&) {
+  }
   if (gathered_) meter_->remove(full_bytes());
 }
 
@@ -153,8 +159,7 @@ at::Tensor FlatUnit::gathered_blocks(const at::Tensor& flat_shard) const {
   return blocks;
 }
 
-void FlatUnit::unshard() {
-  const at::Tensor blocks = gathered_blocks(flat_shard_.to(compute_dtype_));
+void FlatUnit::unshard_from(const at::Tensor& blocks) {
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     copy_from_blocks(blocks, offsets_[i], layouts_[i], full_[i].view({-1}));
@@ -163,14 +168,38 @@ void FlatUnit::unshard() {
   gathered_ = true;
 }
 
-void FlatUnit::gather() {
-  if (gathered_ || (!sharded() && !casts())) return;
+void FlatUnit::unshard() { unshard_from(gathered_blocks(flat_shard_.to(compute_dtype_))); }
+
+void FlatUnit::start_gather() {
+  if (gather_started() || (!sharded() && !casts())) return;
   for (size_t i = 0; i < params_.size(); ++i) allocate_full(i);
-  unshard();
   meter_->add(full_bytes());
+  if (!sharded()) {
+    unshard();
+    return;
+  }
+  // The cast copy is the all-gather's input: it lives until the gather ends.
+  gather_input_ = flat_shard_.to(compute_dtype_);
+  gather_blocks_ = at::empty({shard_size_, block_numel_}, gather_input_.options());
+  gather_work_ = dist::all_gather_into_tensor_async(gather_blocks_, gather_input_, groups_.shard);
+}
+
+void FlatUnit::gather() {
+  start_gather();
+  finish_gather();
+}
+
+void FlatUnit::finish_gather() {
+  if (!gather_work_) return;
+  const dist::WorkPtr work = std::move(gather_work_);
+  work->wait();
+  gather_input_ = at::Tensor();
+  unshard_from(gather_blocks_);
+  gather_blocks_ = at::Tensor();
 }
 
 void FlatUnit::reshard() {
+  finish_gather();  // an all-gather in flight lands before its buffers go
   if (!gathered_ || residency_ == Residency::kWhole) return;
   point_at_shards();
   for (size_t i = 0; i < params_.size(); ++i) free_full(i);
@@ -207,7 +236,7 @@ void FlatUnit::leave_step() {
 }
 
 std::vector<LocalShard> FlatUnit::local_shards() const {
-  if (residency_ == Residency::kSharded && gathered_) {
+  if (residency_ == Residency::kSharded && gather_started()) {
     throw dist::InvalidArgument(dist::on_rank(
         dist::get_rank(), "sharding unit \"" + name_ +
                               "\" is gathered; take the shards between steps, not inside one"));

@@ -108,8 +108,14 @@ class FlatUnit {
   int64_t unsharded_grad_bytes() const;
 
   // Parameters whole, in the compute dtype (a no-op where they already
-  // are: unsharded and not cast, or kWhole).
+  // are: unsharded and not cast, or kWhole). start_gather() issues the
+  // all-gather and returns (a prefetch; its buffers count as gathered from
+  // then on); gather() finishes a started one or does the whole gather.
+  void start_gather();
   void gather();
+  // Gathered, or its all-gather in flight.
+  bool gather_started() const { return gathered_ || gather_work_ != nullptr; }
+  // Finishes an all-gather in flight, then frees the full parameters.
   void reshard();
   // Collective: every parameter whole, in its own dtype, as fresh tensors
   // (the unit is left as it was, gathered or not).
@@ -156,6 +162,8 @@ class FlatUnit {
   at::Tensor shard_view_of(size_t param) const;  // flat, in flat_shard_
   void point_at_shards();
   at::Tensor gathered_blocks(const at::Tensor& flat_shard) const;  // [shards, block_numel]
+  void unshard_from(const at::Tensor& blocks);
+  void finish_gather();
   void unshard();
   void restore_shard_grads();
 
@@ -175,6 +183,10 @@ class FlatUnit {
   at::Tensor flat_shard_;
   std::vector<at::Tensor> full_;  // storage allocated only while gathered
   bool gathered_ = false;
+  // The all-gather start_gather() issued, its input and its output.
+  dist::WorkPtr gather_work_;
+  at::Tensor gather_input_;
+  at::Tensor gather_blocks_;
   bool grads_exposed_ = false;
   std::vector<at::Tensor> shard_grads_;
   std::vector<at::Tensor> unsharded_grads_;

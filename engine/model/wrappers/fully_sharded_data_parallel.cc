@@ -80,19 +80,37 @@ std::pair<dist::GroupPtr, dist::GroupPtr> hybrid_groups(const dist::GroupPtr& gr
   return {shard, replica->size() > 1 ? replica : nullptr};
 }
 
-}  // namespace
-
-ShardingStrategy parse_sharding_strategy(const std::string& name) {
+// PyTorch's enum names, in any case; InvalidArgument lists them.
+template <typename Enum>
+Enum parse_enum(const std::string& what, const std::string& name,
+                const std::vector<std::pair<std::string, Enum>>& known) {
   std::string upper = name;
   std::transform(upper.begin(), upper.end(), upper.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  if (upper == "FULL_SHARD") return ShardingStrategy::kFullShard;
-  if (upper == "SHARD_GRAD_OP") return ShardingStrategy::kShardGradOp;
-  if (upper == "NO_SHARD") return ShardingStrategy::kNoShard;
-  if (upper == "HYBRID_SHARD") return ShardingStrategy::kHybridShard;
-  throw dist::InvalidArgument(dist::on_rank(
-      dist::get_rank(), "unknown sharding_strategy \"" + name +
-                            "\"; known: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD"));
+  std::string listed;
+  for (const auto& [spelling, value] : known) {
+    if (upper == spelling) return value;
+    listed += (listed.empty() ? "" : ", ") + spelling;
+  }
+  throw dist::InvalidArgument(
+      dist::on_rank(dist::get_rank(), "unknown " + what + " \"" + name + "\"; known: " + listed));
+}
+
+}  // namespace
+
+ShardingStrategy parse_sharding_strategy(const std::string& name) {
+  return parse_enum<ShardingStrategy>("sharding_strategy", name,
+                                      {{"FULL_SHARD", ShardingStrategy::kFullShard},
+                                       {"SHARD_GRAD_OP", ShardingStrategy::kShardGradOp},
+                                       {"NO_SHARD", ShardingStrategy::kNoShard},
+                                       {"HYBRID_SHARD", ShardingStrategy::kHybridShard}});
+}
+
+BackwardPrefetch parse_backward_prefetch(const std::string& name) {
+  return parse_enum<BackwardPrefetch>("backward_prefetch", name,
+                                      {{"BACKWARD_PRE", BackwardPrefetch::kBackwardPre},
+                                       {"BACKWARD_POST", BackwardPrefetch::kBackwardPost},
+                                       {"NONE", BackwardPrefetch::kNone}});
 }
 
 MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module,
@@ -183,6 +201,9 @@ void MMFullyShardedDataParallel::build_units(const dist::GroupPtr& group) {
     unit_modules_.push_back(nullptr);
   }
   entered_.assign(units_.size(), false);
+  prefetched_.assign(units_.size(), false);
+  awaiting_backward_.assign(units_.size(), false);
+  kept_for_backward_.assign(units_.size(), false);
   for (size_t u = units_.size(); u-- > 0;) launch_order_.push_back(u);
   for (const auto& unit : units_) {
     size_t trainable = 0;
@@ -247,6 +268,10 @@ bool MMFullyShardedDataParallel::reshards_after_forward() const {
 
 void MMFullyShardedDataParallel::begin_forward(bool will_backward) {
   forward_will_backward_ = will_backward;
+  previous_order_ = std::move(forward_order_);
+  forward_order_.clear();
+  order_as_before_ = true;
+  std::fill(awaiting_backward_.begin(), awaiting_backward_.end(), false);
   if (will_backward) {
     backward_sync_ = sync_enabled_;
     for (auto& unit : units_) unit->expose_unsharded_grads();
@@ -266,6 +291,7 @@ TensorDict MMFullyShardedDataParallel::forward(const TensorDict& data, ForwardMo
   begin_forward(true);
   TensorDict outputs = module().forward(cast_inputs(data), mode);
   forward_will_backward_ = false;
+  drop_unused_prefetches();
   for (auto& [name, tensor] : outputs) {
     if (!tensor.requires_grad()) continue;
     tensor.register_hook([this](const at::Tensor& grad) {
@@ -311,18 +337,85 @@ at::Tensor MMFullyShardedDataParallel::call(const torch::nn::Module& module,
   const auto it = std::find(unit_modules_.begin(), unit_modules_.end(), &module);
   const size_t u = it - unit_modules_.begin();
   entered_[u] = true;
+  record_forward_call(u);
   units_[u]->gather();
+  prefetched_[u] = false;
+  if (options_.forward_prefetch && order_as_before_ &&
+      forward_order_.size() < previous_order_.size()) {
+    prefetch(previous_order_[forward_order_.size()]);
+  }
   at::Tensor output = body();
   if (forward_will_backward_ && output.requires_grad()) {
+    awaiting_backward_[u] = true;
     // FSDP's pre-backward: the unit is whole again before its backward runs.
     output.register_hook([this, u](const at::Tensor& grad) {
       begin_backward();
+      awaiting_backward_[u] = false;
       units_[u]->gather();
+      prefetched_[u] = false;
+      if (options_.backward_prefetch == BackwardPrefetch::kBackwardPre) {
+        prefetch(next_backward_unit(u));
+      }
       return grad;
     });
   }
-  if (!forward_will_backward_ || reshards_after_forward()) units_[u]->reshard();
+  if (!forward_will_backward_ || reshards_after_forward()) {
+    units_[u]->reshard();
+  } else {
+    kept_for_backward_[u] = true;
+  }
   return output;
+}
+
+// The first call of a unit in this forward extends the order; a departure
+// from the previous forward's order ends forward prefetching until the next
+// forward, and frees what was prefetched for the old order.
+void MMFullyShardedDataParallel::record_forward_call(size_t unit) {
+  if (std::find(forward_order_.begin(), forward_order_.end(), unit) != forward_order_.end()) {
+    return;
+  }
+  const size_t position = forward_order_.size();
+  forward_order_.push_back(unit);
+  if (!order_as_before_) return;
+  order_as_before_ = position < previous_order_.size() && previous_order_[position] == unit;
+  if (!order_as_before_) drop_unused_prefetches();
+}
+
+// Every rank decides alike: from the order of calls, which every rank
+// shares, and from which buffers exist, which follow from it.
+void MMFullyShardedDataParallel::prefetch(std::optional<size_t> unit) {
+  if (!unit || units_[*unit]->gather_started()) return;
+  if (options_.limit_all_gathers && units_gathered_for_use() >= 2) return;
+  units_[*unit]->start_gather();
+  prefetched_[*unit] = true;
+}
+
+size_t MMFullyShardedDataParallel::units_gathered_for_use() const {
+  size_t count = 0;
+  for (size_t u = 1; u < units_.size(); ++u) {
+    count += units_[u]->gather_started() && !kept_for_backward_[u];
+  }
+  return count;
+}
+
+void MMFullyShardedDataParallel::drop_unused_prefetches() {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!prefetched_[u]) continue;
+    units_[u]->reshard();
+    prefetched_[u] = false;
+  }
+}
+
+// Backward runs the units in the reverse of this forward's order: the
+// nearest unit before `unit` whose backward is still to begin.
+std::optional<size_t> MMFullyShardedDataParallel::next_backward_unit(size_t unit) const {
+  auto position = std::find(forward_order_.begin(), forward_order_.end(), unit);
+  if (position == forward_order_.end()) return std::nullopt;  // the root
+  while (position != forward_order_.begin()) {
+    --position;
+    if (awaiting_backward_[*position]) return *position;
+  }
+  return std::nullopt;
 }
 
 void MMFullyShardedDataParallel::begin_backward() {
@@ -339,6 +432,9 @@ void MMFullyShardedDataParallel::on_grad_ready(size_t unit) {
   // A frozen parameter's saved values may still be read by a later node of
   // this backward: such a unit is freed at the end.
   if (unit != 0 && !has_frozen_[unit]) units_[unit]->reshard();
+  if (options_.backward_prefetch == BackwardPrefetch::kBackwardPost) {
+    prefetch(next_backward_unit(unit));
+  }
   if (backward_sync_ && scheme_.reduce_during_backward) launch_ready_units();
 }
 
@@ -390,6 +486,8 @@ std::vector<std::vector<bool>> MMFullyShardedDataParallel::agree_on_used() const
 
 void MMFullyShardedDataParallel::reshard_all() {
   for (auto& unit : units_) unit->reshard();
+  std::fill(prefetched_.begin(), prefetched_.end(), false);
+  std::fill(kept_for_backward_.begin(), kept_for_backward_.end(), false);
 }
 
 double MMFullyShardedDataParallel::global_power_sum(const std::vector<at::Tensor>& params,

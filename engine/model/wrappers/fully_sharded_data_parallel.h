@@ -54,6 +54,19 @@ struct MixedPrecision {
   std::optional<at::ScalarType> buffer_dtype;
 };
 
+// PyTorch's BackwardPrefetch: when the next unit's all-gather is issued
+// during backward, the next unit being the nearest one before in this
+// iteration's forward order whose backward has not begun.
+//   kBackwardPre   as a unit's backward begins, before its gradients are
+//                  computed (the most overlap; holds two units)
+//   kBackwardPost  once a unit's gradients are all computed and it is freed
+//   kNone          each unit gathered only when its backward needs it
+enum class BackwardPrefetch { kNone, kBackwardPre, kBackwardPost };
+
+// "BACKWARD_PRE", "BACKWARD_POST", "NONE" (any case); anything else is
+// InvalidArgument listing them.
+BackwardPrefetch parse_backward_prefetch(const std::string& name);
+
 struct FSDPOptions {
   ShardingStrategy sharding_strategy = ShardingStrategy::kFullShard;
   // Which modules become units (auto_wrap_policy, or fully_shard by code).
@@ -71,6 +84,18 @@ struct FSDPOptions {
   // default group as process_group.
   int hybrid_shard_size = 0;
   MixedPrecision mixed_precision;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::kBackwardPre;
+  // Issue the all-gather of the unit the previous forward ran next as a unit
+  // begins its forward. The order is checked at every call, not assumed:
+  // once this forward departs from the previous one it prefetches no more,
+  // and a prefetched unit it did not run is freed.
+  bool forward_prefetch = false;
+  // Bound on prefetching (by which buffers exist, never by waiting): no
+  // prefetch is issued while two units besides the root are gathered or
+  // being gathered for use, so FULL_SHARD holds at most the root and two
+  // units. Units SHARD_GRAD_OP keeps from their forward to the end of
+  // backward are not counted: that strategy holds them all by design.
+  bool limit_all_gathers = true;
 };
 
 // Per-rank accounting of the model state the wrapper holds, in bytes.
@@ -104,10 +129,12 @@ struct FSDPMemory {
 // requires); a rank that skips a unit another runs gives a collective
 // mismatch, not a hang, in the simulator and in debug mode.
 //
-// Not supported yet: CPU offload, prefetching
-// (backward_prefetch, forward_prefetch, limit_all_gathers: every gather
-// here is blocking, so at most the root and one unit are gathered at once
-// after the first step), param_init_fn.
+// Prefetching (backward_prefetch, forward_prefetch) issues a unit's
+// all-gather before the unit needs it and lets it run asynchronously while
+// the current unit computes; every rank issues the same all-gathers in the
+// same order because every rank runs the same units in the same order.
+//
+// Not supported yet: CPU offload, param_init_fn.
 class MMFullyShardedDataParallel : public ModelWrapper,
                                    public optim::GradSyncSwitch,
                                    public optim::GradNormSource,
@@ -192,6 +219,11 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   std::vector<std::vector<bool>> agree_on_used() const;
   void reshard_all();
   bool reshards_after_forward() const;
+  void record_forward_call(size_t unit);
+  void prefetch(std::optional<size_t> unit);
+  size_t units_gathered_for_use() const;
+  void drop_unused_prefetches();
+  std::optional<size_t> next_backward_unit(size_t unit) const;
 
   FSDPOptions options_;
   UnitScheme scheme_;
@@ -203,6 +235,17 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   std::vector<size_t> trainable_;                       // per unit
   std::vector<bool> has_frozen_;                        // per unit
   std::vector<size_t> launch_order_;                    // reverse forward order
+  // Prefetching: the units this forward and the previous one ran, in the
+  // order of their first calls; whether this one ran as the previous did so
+  // far; per unit, whether a prefetch started its gather and no call used
+  // it yet, whether its backward is still to begin, and whether it stays
+  // gathered from its forward to the end of backward (SHARD_GRAD_OP).
+  std::vector<size_t> forward_order_;
+  std::vector<size_t> previous_order_;
+  bool order_as_before_ = true;
+  std::vector<bool> prefetched_;
+  std::vector<bool> awaiting_backward_;
+  std::vector<bool> kept_for_backward_;
   size_t next_launch_ = 0;
   std::vector<std::shared_ptr<torch::autograd::Node>> hooked_;  // one per hook key
   std::vector<uintptr_t> hook_keys_;

@@ -85,6 +85,19 @@ MixedPrecision mixed_precision(registry::ConfigReader& config) {
   return precision;
 }
 
+// backward_prefetch: "BACKWARD_PRE" (PyTorch's default), "BACKWARD_POST",
+// or null (mmengine's None) for none.
+BackwardPrefetch backward_prefetch(registry::ConfigReader& config) {
+  if (config.is_null("backward_prefetch")) return BackwardPrefetch::kNone;
+  const auto name = config.get_optional<std::string>("backward_prefetch");
+  if (!name) return BackwardPrefetch::kBackwardPre;
+  try {
+    return parse_backward_prefetch(*name);
+  } catch (const dist::InvalidArgument& error) {
+    config.fail(std::string("key \"backward_prefetch\": ") + error.what());
+  }
+}
+
 std::shared_ptr<ModelWrapper> build_fsdp(registry::ConfigReader& config,
                                          std::shared_ptr<BaseModel> module) {
   FSDPOptions options;
@@ -94,6 +107,9 @@ std::shared_ptr<ModelWrapper> build_fsdp(registry::ConfigReader& config,
   options.sync_module_states = config.get("sync_module_states", options.sync_module_states);
   options.hybrid_shard_size = config.get("hybrid_shard_size", options.hybrid_shard_size);
   options.mixed_precision = mixed_precision(config);
+  options.backward_prefetch = backward_prefetch(config);
+  options.forward_prefetch = config.get("forward_prefetch", options.forward_prefetch);
+  options.limit_all_gathers = config.get("limit_all_gathers", options.limit_all_gathers);
   // Accepted for mmengine configs; the wrapper always keeps the original
   // parameters (one shard tensor per parameter).
   config.get("use_orig_params", true);
