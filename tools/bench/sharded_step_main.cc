@@ -45,6 +45,9 @@ struct Args : bench::StepFlags {
   // so that a bucket's reduce-scatter starts after one layer's backward
   // (bench/RESULTS.md shows the step at other sizes).
   int64_t bucket_elements = 1 << 22;
+  // FSDP's prefetching (full_shard, shard_grad_op).
+  std::string backward_prefetch = "BACKWARD_PRE";
+  bool forward_prefetch = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -53,6 +56,8 @@ struct Args : bench::StepFlags {
       "usage: sharded_step [--backend gloo|mpi] [--model small|large|xl]\n"
       "                    [--strategy ddp|zero1|zero2|full_shard|shard_grad_op]\n"
       "                    [--batch N] [--steps N] [--warmup N] [--bucket-elements N]\n"
+      "                    [--backward-prefetch BACKWARD_PRE|BACKWARD_POST|NONE]\n"
+      "                    [--forward-prefetch 0|1]\n"
       "                    (under engine-launch or mpirun)\n");
 }
 
@@ -64,6 +69,10 @@ Args parse(int argc, char** argv) {
       args.strategy = value;
     } else if (flag == "--bucket-elements") {
       args.bucket_elements = std::stoll(value);
+    } else if (flag == "--backward-prefetch") {
+      args.backward_prefetch = value;
+    } else if (flag == "--forward-prefetch") {
+      args.forward_prefetch = value == "1";
     } else {
       usage("unknown flag " + flag);
     }
@@ -89,6 +98,8 @@ std::shared_ptr<ModelWrapper> wrap(const Args& args, std::shared_ptr<bench::Mlp>
   engine::model::FSDPOptions options;
   options.sharding_strategy = engine::model::parse_sharding_strategy(args.strategy);
   options.auto_wrap_policy.module_types = {"Linear"};
+  options.backward_prefetch = engine::model::parse_backward_prefetch(args.backward_prefetch);
+  options.forward_prefetch = args.forward_prefetch;
   return std::make_shared<engine::model::MMFullyShardedDataParallel>(model, options);
 }
 
@@ -172,9 +183,13 @@ int main(int argc, char** argv) {
     if (dist::is_main_process()) {
       std::printf(
           "ours %-4s %-5s %-13s params %6.1fM ranks %d step %9.1f ms  model-state %8.1f MB "
-          "(%5.2f B/param)  gathered-peak %7.1f MB  peak-rss %7.0f MB\n",
+          "(%5.2f B/param)  gathered-peak %7.1f MB  peak-rss %7.0f MB%s\n",
           args.backend.c_str(), args.model.c_str(), args.strategy.c_str(), parameters / 1e6,
-          dist::get_world_size(), ms, state_mb, state_mb * 1e6 / parameters, gathered_mb, rss_mb);
+          dist::get_world_size(), ms, state_mb, state_mb * 1e6 / parameters, gathered_mb, rss_mb,
+          sharded
+              ? ("  prefetch " + args.backward_prefetch + (args.forward_prefetch ? "+forward" : ""))
+                    .c_str()
+              : "");
     }
   } catch (const std::exception& error) {
     std::cerr << "sharded_step: " << error.what() << "\n";
