@@ -172,6 +172,23 @@ void run_ranks(int world_size, const std::function<void(int rank)>& body,
   sim::World(world_size, options).run(body);
 }
 
+void once_for_all_processes(const std::function<void()>& body) {
+  if (!process_mode()) {
+    body();
+    return;
+  }
+  std::string error;
+  if (process_rank() == 0) {
+    try {
+      body();
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (error.empty()) error = "an exception without a message";
+    }
+  }
+  rethrow_any(error);
+}
+
 std::vector<c10::IValue> exchange_results(int world_size, const c10::IValue& mine) {
   auto all = dist::all_gather_object(on_cpu(mine));
   all.resize(world_size);

@@ -102,6 +102,12 @@ std::vector<R> gather_everywhere(int world_size, int my_rank, std::vector<R> res
   return results;
 }
 
+// Runs `body` once for the whole test, outside the ranks: directly in the
+// simulator; in process mode on process 0 while the others wait for it (for
+// files the ranks then share: clearing a folder, damaging a checkpoint). An
+// exception is rethrown on every process.
+void once_for_all_processes(const std::function<void()>& body);
+
 // Each rank's return value, indexed by rank, on every rank.
 template <typename R>
 std::vector<R> collect_ranks(int world_size, const std::function<R(int rank)>& body,

@@ -21,16 +21,23 @@ using engine::registry::Json;
 // `crash_at` asks for its batch.
 class CrashingData : public examples::Blobs {
  public:
-  CrashingData(const examples::BlobsOptions& options, std::optional<int64_t> crash_at)
-      : Blobs(options, 3), crash_at_(crash_at) {}
+  CrashingData(const examples::BlobsOptions& options, std::optional<int64_t> crash_at,
+               bool process_noise)
+      : Blobs(options, 3), crash_at_(crash_at), process_noise_(process_noise) {}
   engine::model::TensorDict batch(const std::vector<int64_t>& indices,
                                   at::Generator* rng) const override {
     if (rng && crash_at_ && ++served_ == *crash_at_) throw Killed();
-    return Blobs::batch(indices, rng);
+    engine::model::TensorDict out = Blobs::batch(indices, rng);
+    if (rng && process_noise_) {  // from the default generator, as most C++ code draws
+      at::Tensor& inputs = out.at("inputs");
+      inputs = inputs + 0.1 * at::randn(inputs.sizes(), inputs.options());
+    }
+    return out;
   }
 
  private:
   std::optional<int64_t> crash_at_;
+  bool process_noise_;
   mutable int64_t served_ = 0;
 };
 
@@ -55,7 +62,7 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
   engine::strategy::EnvOptions env;
   env.seed = 11;
   env.diff_rank_seed = true;  // every rank's generator differs: each must come back
-  env.seed_process_generator = false;
+  env.seed_process_generator = c.process_generator;
   std::shared_ptr<engine::strategy::BaseStrategy> strategy;
   auto init = at::make_generator<at::CPUGeneratorImpl>(5);
   auto model = std::make_shared<examples::Classifier>(examples::ClassifierOptions{6, 10, 3}, init);
@@ -82,7 +89,7 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
   data.features = 6;
   data.classes = 3;
   data.jitter = 0.3;  // augmentation drawn from the ranks' generators
-  auto train_data = std::make_shared<CrashingData>(data, crash_at);
+  auto train_data = std::make_shared<CrashingData>(data, crash_at, c.process_generator);
   engine::runner::RunnerOptions options;
   options.max_iters = c.max_iters;
   options.batch_size = 4;
@@ -105,7 +112,27 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
     for (const auto& entry : fsdp->full_parameters()) out.state[entry.first] = entry.second;
   }
   out.next_draw = at::rand({4}, strategy->generator(), at::kDouble);
+  if (c.process_generator) out.next_draw = at::cat({out.next_draw, at::rand({4}, at::kDouble)});
   return out;
+}
+
+c10::IValue to_ivalue(const Outcome& outcome) {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> values;
+  for (const auto& [name, value] : outcome.state) {
+    names.push_back(name);
+    values.push_back(value);
+  }
+  return c10::ivalue::Tuple::create({names, values, outcome.next_draw});
+}
+
+void from_ivalue(const c10::IValue& value, Outcome& out) {
+  const auto& elements = value.toTupleRef().elements();
+  const auto names = elements[0].toListRef();
+  const auto values = elements[1].toTensorVector();
+  out.state.clear();
+  for (size_t i = 0; i < names.size(); ++i) out.state[names[i].toStringRef()] = values[i];
+  out.next_draw = elements[2].toTensor();
 }
 
 }  // namespace resume_cases

@@ -26,6 +26,9 @@ struct Case {
   int64_t stop_at = 1;     // the iteration after which the stopped run dies
   int64_t accumulate = 1;  // accumulative_counts
   int64_t milestone = 1;   // MultiStepLR's
+  // Also seed, draw from and check LibTorch's default CPU generator: only
+  // where every rank has a process of its own (simulated ranks share it).
+  bool process_generator = false;
 };
 
 // Cases for `world_size` ranks: 3-15 iterations, a stop anywhere before the
@@ -34,16 +37,22 @@ struct Case {
 rc::Gen<Case> resume_case(int world_size, const std::string& strategy = "DDPStrategy");
 
 // Everything that must come out bit-identical: the module's parameters and
-// buffers, and the next random draw of the rank's generator.
+// buffers, and the next random draws of the rank's generator (and of the
+// process's default generator with process_generator).
 struct Outcome {
   engine::checkpoint::StateDict state;
   at::Tensor next_draw;
 };
 
+// How an Outcome travels between processes (harness::collect_ranks).
+c10::IValue to_ivalue(const Outcome& outcome);
+void from_ivalue(const c10::IValue& value, Outcome& out);
+
 // Thrown on the rank whose data loader reaches `crash_at` (as a job killed
 // there would stop).
+constexpr const char* kKilled = "killed by the case's planted stop";
 struct Killed : std::runtime_error {
-  Killed() : std::runtime_error("killed by the case's planted stop") {}
+  Killed() : std::runtime_error(kKilled) {}
 };
 
 // One rank's run to c.max_iters, from `resume_from` if given ("auto": the
