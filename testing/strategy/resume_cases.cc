@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "engine/checkpoint/state_dict.h"
 #include "engine/dist/dist.h"
 #include "engine/model/batch_norm.h"
 #include "engine/runner/runner.h"
@@ -117,22 +118,14 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
 }
 
 c10::IValue to_ivalue(const Outcome& outcome) {
-  std::vector<std::string> names;
-  std::vector<at::Tensor> values;
-  for (const auto& [name, value] : outcome.state) {
-    names.push_back(name);
-    values.push_back(value);
-  }
-  return c10::ivalue::Tuple::create({names, values, outcome.next_draw});
+  return c10::ivalue::Tuple::create(
+      {engine::checkpoint::to_dict(outcome.state), outcome.next_draw});
 }
 
 void from_ivalue(const c10::IValue& value, Outcome& out) {
   const auto& elements = value.toTupleRef().elements();
-  const auto names = elements[0].toListRef();
-  const auto values = elements[1].toTensorVector();
-  out.state.clear();
-  for (size_t i = 0; i < names.size(); ++i) out.state[names[i].toStringRef()] = values[i];
-  out.next_draw = elements[2].toTensor();
+  out.state = engine::checkpoint::from_dict(elements[0].toGenericDict());
+  out.next_draw = elements[1].toTensor();
 }
 
 }  // namespace resume_cases

@@ -180,16 +180,16 @@ int main(int argc, char** argv) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     const double rss_mb = max_over_ranks(usage.ru_maxrss / 1e3);  // ru_maxrss is in KiB
+    const std::string prefetch =
+        sharded ? "  prefetch " + args.backward_prefetch + (args.forward_prefetch ? "+forward" : "")
+                : "";
     if (dist::is_main_process()) {
       std::printf(
           "ours %-4s %-5s %-13s params %6.1fM ranks %d step %9.1f ms  model-state %8.1f MB "
           "(%5.2f B/param)  gathered-peak %7.1f MB  peak-rss %7.0f MB%s\n",
           args.backend.c_str(), args.model.c_str(), args.strategy.c_str(), parameters / 1e6,
           dist::get_world_size(), ms, state_mb, state_mb * 1e6 / parameters, gathered_mb, rss_mb,
-          sharded
-              ? ("  prefetch " + args.backward_prefetch + (args.forward_prefetch ? "+forward" : ""))
-                    .c_str()
-              : "");
+          prefetch.c_str());
     }
   } catch (const std::exception& error) {
     std::cerr << "sharded_step: " << error.what() << "\n";
