@@ -16,6 +16,12 @@ MultiStepLR::MultiStepLR(torch::optim::Optimizer& optimizer, std::vector<int64_t
   for (auto& group : optimizer_.param_groups()) base_lrs_.push_back(group.options().get_lr());
 }
 
+std::shared_ptr<MultiStepLR> MultiStepLR::rebuilt_on(torch::optim::Optimizer& optimizer) const {
+  auto rebuilt = std::make_shared<MultiStepLR>(optimizer, milestones_, gamma_);
+  rebuilt->load_state(state());
+  return rebuilt;
+}
+
 void MultiStepLR::step() {
   ++last_step_;
   apply();

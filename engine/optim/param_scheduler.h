@@ -3,6 +3,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace torch::optim {
@@ -17,6 +18,10 @@ namespace engine::optim {
 class MultiStepLR {
  public:
   MultiStepLR(torch::optim::Optimizer& optimizer, std::vector<int64_t> milestones, double gamma);
+
+  // A scheduler on `optimizer` with these milestones, gamma and step count;
+  // its base learning rates are `optimizer`'s own.
+  std::shared_ptr<MultiStepLR> rebuilt_on(torch::optim::Optimizer& optimizer) const;
 
   void step();
   int64_t last_step() const { return last_step_; }

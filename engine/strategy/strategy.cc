@@ -37,15 +37,32 @@ void BaseStrategy::setup_env() {
 const Prepared& BaseStrategy::prepare(std::shared_ptr<model::BaseModel> model,
                                       const registry::Json& optim_wrapper,
                                       const std::optional<registry::Json>& param_scheduler) {
+  SchedulerFor scheduler;
+  if (param_scheduler) {
+    scheduler = [&](torch::optim::Optimizer& optimizer) {
+      return optim::param_schedulers().build(*param_scheduler, optimizer);
+    };
+  }
+  return prepare_with(std::move(model), optim_wrapper, scheduler);
+}
+
+const Prepared& BaseStrategy::prepare(std::shared_ptr<model::BaseModel> model,
+                                      const registry::Json& optim_wrapper,
+                                      const optim::MultiStepLR& built_scheduler) {
+  return prepare_with(std::move(model), optim_wrapper, [&](torch::optim::Optimizer& optimizer) {
+    return built_scheduler.rebuilt_on(optimizer);
+  });
+}
+
+const Prepared& BaseStrategy::prepare_with(std::shared_ptr<model::BaseModel> model,
+                                           const registry::Json& optim_wrapper,
+                                           const SchedulerFor& param_scheduler) {
   if (prepared_) return *prepared_;
   setup_env();
   Prepared out;
   out.model = wrap_model(std::move(model));
   out.optim_wrapper = optim::build_optim_wrapper(optim_wrapper, out.model->parameters());
-  if (param_scheduler) {
-    out.param_scheduler =
-        optim::param_schedulers().build(*param_scheduler, out.optim_wrapper->optimizer());
-  }
+  if (param_scheduler) out.param_scheduler = param_scheduler(out.optim_wrapper->optimizer());
   prepared_ = std::move(out);
   return *prepared_;
 }

@@ -85,6 +85,13 @@ class BaseStrategy {
   const Prepared& prepare(std::shared_ptr<model::BaseModel> model,
                           const registry::Json& optim_wrapper,
                           const std::optional<registry::Json>& param_scheduler = std::nullopt);
+  // As above, with a scheduler the caller built on an optimizer of its own:
+  // prepare() rebuilds it on the optimizer it builds, with the same
+  // milestones, gamma and step count, and returns that one. (mmengine's
+  // FSDPStrategy rebuilds such a scheduler and then drops it.)
+  const Prepared& prepare(std::shared_ptr<model::BaseModel> model,
+                          const registry::Json& optim_wrapper,
+                          const optim::MultiStepLR& built_scheduler);
   const Prepared& prepared() const;
   // The model without its wrapper.
   model::BaseModel& module();
@@ -141,6 +148,11 @@ class BaseStrategy {
                                       const std::string& path);
 
  private:
+  using SchedulerFor =
+      std::function<std::shared_ptr<optim::MultiStepLR>(torch::optim::Optimizer& optimizer)>;
+  const Prepared& prepare_with(std::shared_ptr<model::BaseModel> model,
+                               const registry::Json& optim_wrapper,
+                               const SchedulerFor& param_scheduler);
   c10::impl::GenericDict rng_states();
   void restore_rng_states(const c10::impl::GenericDict& states, const std::string& path);
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
+#include <torch/optim/sgd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "engine/model/wrappers/separate_distributed_data_parallel.h"
 #include "engine/model/wrappers/wrapper_registry.h"
 #include "engine/model/wrappers/zero_data_parallel.h"
+#include "engine/optim/param_scheduler.h"
 #include "examples/classifier.h"
 #include "testing/harness.h"
 
@@ -240,6 +242,30 @@ TEST(StrategyTest, ZeroStrategyBuildsTheWrapperOfItsStageFromDeepSpeedKeys) {
       EXPECT_THROW(strategies().build(config), ConfigError) << bad.dump();
     }
   });
+}
+
+// A scheduler built before prepare() on the caller's own optimizer comes
+// back rebuilt on the prepared optimizer, its step count kept, under every
+// strategy (mmengine's FSDPStrategy loses it).
+TEST(StrategyTest, ABuiltSchedulerIsRebuiltOnThePreparedOptimizerAndKept) {
+  for (const char* type : {"SingleDeviceStrategy", "DDPStrategy", "FSDPStrategy", "ZeroStrategy"}) {
+    SCOPED_TRACE(type);
+    harness::run_ranks(2, [&](int) {
+      auto strategy = strategies().build({{"type", type}, {"seed_process_generator", false}});
+      auto model = small_model(1);
+      torch::optim::SGD own(model->parameters(), torch::optim::SGDOptions(0.5));
+      engine::optim::MultiStepLR built(own, {2, 4}, 0.1);
+      for (int i = 0; i < 3; ++i) built.step();
+      const auto& prepared = strategy->prepare(model, kOptim, built);
+      ASSERT_NE(prepared.param_scheduler, nullptr);
+      auto& optimizer = prepared.optim_wrapper->optimizer();
+      EXPECT_EQ(prepared.param_scheduler->last_step(), 3);
+      EXPECT_DOUBLE_EQ(optimizer.param_groups()[0].options().get_lr(), 0.1 * 0.1);
+      prepared.param_scheduler->step();
+      EXPECT_DOUBLE_EQ(optimizer.param_groups()[0].options().get_lr(), 0.1 * 0.1 * 0.1);
+      EXPECT_DOUBLE_EQ(own.param_groups()[0].options().get_lr(), 0.5 * 0.1);
+    });
+  }
 }
 
 TEST(StrategyTest, ModelWrapperConfigErrorsSurfaceAtPrepare) {
