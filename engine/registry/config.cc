@@ -121,6 +121,11 @@ bool ConfigReader::is_null(const std::string& key) {
   return value && value->is_null();
 }
 
+std::optional<Json> ConfigReader::value(const std::string& key) {
+  const Json* found = find(key);
+  return found ? std::optional<Json>(*found) : std::nullopt;
+}
+
 std::optional<Json> ConfigReader::object(const std::string& key) { return get_optional<Json>(key); }
 
 void ConfigReader::finish() const {

@@ -52,6 +52,8 @@ class ConfigReader {
     if (!value) fail("lacks the required key \"" + key + "\"");
     return convert<T>(key, *value);
   }
+  // The value as written, of any JSON type, or nullopt when absent.
+  std::optional<Json> value(const std::string& key);
   // A nested object (type-checked), or nullopt when absent.
   std::optional<Json> object(const std::string& key);
   // Throws ConfigError naming every key that was never read.

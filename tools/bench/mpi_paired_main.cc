@@ -6,7 +6,8 @@
 // by 10-25% on a shared VM, more than the 5% the comparison is about; paired
 // rounds in one job see the same placement, pages and neighbours.
 //
-//   mpirun -np 2 mpi_paired --ops all_reduce,broadcast,all_gather --min-bytes 4K
+//   mpirun -np 2 mpi_paired --ops all_reduce,broadcast,all_gather,reduce_scatter_tensor
+//          --min-bytes 4K
 //          --max-bytes 16M --iters 20 --rounds 21
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -37,7 +38,8 @@ struct Args {
 [[noreturn]] void usage(const std::string& problem) {
   bench::exit_with_usage(
       "mpi_paired", problem,
-      "usage: mpirun -np N mpi_paired [--ops all_reduce,broadcast,all_gather]\n"
+      "usage: mpirun -np N mpi_paired\n"
+      "                  [--ops all_reduce,broadcast,all_gather,reduce_scatter_tensor]\n"
       "                  [--min-bytes 4K] [--max-bytes 64M] [--factor 4] [--iters 50]\n"
       "                  [--warmup 5] [--rounds 21]\n");
 }
@@ -79,7 +81,14 @@ std::function<void(bench::Buffers&)> plain_mpi(const std::string& op) {
                     MPI_COMM_WORLD);
     };
   }
-  usage("--ops takes all_reduce, broadcast and all_gather, not " + op);
+  if (op == "reduce_scatter_tensor") {
+    return [](bench::Buffers& b) {
+      MPI_Reduce_scatter_block(b.input.data_ptr(), b.output.data_ptr(),
+                               static_cast<int>(b.output.numel()), MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD);
+    };
+  }
+  usage("--ops takes all_reduce, broadcast, all_gather and reduce_scatter_tensor, not " + op);
 }
 
 // One collective of --ops, through the engine and as plain MPI.

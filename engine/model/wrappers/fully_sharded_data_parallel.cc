@@ -15,6 +15,7 @@
 #include "engine/dist/collectives.h"
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
+#include "engine/model/init/deferred.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/model/wrappers/parameter_sync.h"
 #include "engine/optim/optim_wrapper.h"
@@ -28,15 +29,45 @@ using AccumulatorOf =
 constexpr const char* kWrapper = "MMFullyShardedDataParallel";
 
 // The gradient accumulators of the trainable parameters, made while the
-// parameters still have their full shape: autograd checks every incoming
-// gradient against the shape its accumulator saw first.
-AccumulatorOf full_shape_accumulators(torch::nn::Module& module) {
-  AccumulatorOf accumulators;
-  for (const auto& param : module.parameters()) {
-    if (!param.requires_grad()) continue;
-    accumulators[param.unsafeGetTensorImpl()] = torch::autograd::impl::grad_accumulator(param);
+// parameters have their full shape and their storage: autograd checks every
+// incoming gradient against the shape and device its accumulator saw first.
+void add_full_shape_accumulators(const std::vector<sharding::UnitParameter>& params,
+                                 AccumulatorOf& accumulators) {
+  for (const auto& param : params) {
+    if (!param.tensor.requires_grad()) continue;
+    accumulators[param.tensor.unsafeGetTensorImpl()] =
+        torch::autograd::impl::grad_accumulator(param.tensor);
   }
-  return accumulators;
+}
+
+std::vector<at::Tensor> tensors_of(const std::vector<sharding::UnitParameter>& params) {
+  std::vector<at::Tensor> tensors;
+  for (const auto& param : params) tensors.push_back(param.tensor);
+  return tensors;
+}
+
+// The modules under `root` (itself included), in registration order.
+std::vector<torch::nn::Module*> modules_of(torch::nn::Module& root) {
+  std::vector<torch::nn::Module*> modules = {&root};
+  for (const auto& module : root.modules(/*include_self=*/false)) modules.push_back(module.get());
+  return modules;
+}
+
+// The modules holding `params` themselves, in registration order.
+std::vector<torch::nn::Module*> owners_of(torch::nn::Module& root,
+                                          const std::vector<sharding::UnitParameter>& params) {
+  std::unordered_map<const c10::TensorImpl*, bool> wanted;
+  for (const auto& param : params) wanted[param.tensor.unsafeGetTensorImpl()] = true;
+  std::vector<torch::nn::Module*> owners;
+  for (auto* module : modules_of(root)) {
+    for (const auto& param : module->parameters(/*recurse=*/false)) {
+      if (wanted.count(param.unsafeGetTensorImpl())) {
+        owners.push_back(module);
+        break;
+      }
+    }
+  }
+  return owners;
 }
 
 std::vector<NamedParameter> all_parameters(torch::nn::Module& module) {
@@ -125,10 +156,16 @@ MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel
   group_ = wrapper_group(group_only, kWrapper);
   const dist::GroupPtr& group = group_;
   verify_same_parameters(all_parameters(this->module()), group);
-  if (options_.sync_module_states) broadcast_module_state(this->module(), group);
+  place_on_device();
+  AccumulatorOf accumulators;
+  build_units(group, [&](const std::vector<sharding::UnitParameter>& params) {
+    initialize_deferred(owners_of(this->module(), params));
+    if (options_.sync_module_states) broadcast_from_first_rank(tensors_of(params), group);
+    add_full_shape_accumulators(params, accumulators);
+  });
+  initialize_deferred(modules_of(this->module()));  // modules holding deferred buffers only
+  if (options_.sync_module_states) broadcast_buffers(this->module(), group);
   cast_buffers();
-  AccumulatorOf accumulators = full_shape_accumulators(this->module());
-  build_units(group);
   std::vector<std::shared_ptr<torch::autograd::Node>> per_param;
   for (const auto& unit : units_) {
     for (const auto& param : unit->parameters()) {
@@ -167,7 +204,49 @@ MMFullyShardedDataParallel::~MMFullyShardedDataParallel() {
   }
 }
 
-void MMFullyShardedDataParallel::build_units(const dist::GroupPtr& group) {
+void MMFullyShardedDataParallel::place_on_device() {
+  const int rank = group_->my_global_rank();
+  const auto& device = options_.device_id;
+  if (device && device->is_cuda() && !at::hasCUDA()) {
+    throw dist::InvalidArgument(dist::on_rank(
+        rank, std::string(kWrapper) + ": device_id is " + device->str() +
+                  " but this process has no CUDA device; leave device_id unset to train on "
+                  "the CPU"));
+  }
+  if (options_.cpu_offload && device && !device->is_cpu()) {
+    throw dist::InvalidArgument(dist::on_rank(
+        rank, std::string(kWrapper) + ": cpu_offload with device_id " + device->str() +
+                  " is not supported (shards are not copied to the device for each gather); "
+                  "train on the CPU, or turn cpu_offload off"));
+  }
+  const auto deferred = init::deferred_names(module());
+  if (!deferred.empty() && !options_.param_init_fn) {
+    throw dist::InvalidArgument(dist::on_rank(
+        rank, std::string(kWrapper) + ": \"" + deferred.front() + "\" and " +
+                  std::to_string(deferred.size() - 1) +
+                  " other tensor(s) of the module are deferred (meta) and nothing initialises "
+                  "them; give param_init_fn"));
+  }
+  if (!device) return;
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> state = module().parameters();
+  for (const auto& buffer : module().buffers()) state.push_back(buffer);
+  for (auto& tensor : state) {
+    if (!tensor.is_meta() && tensor.device() != *device) tensor.set_data(tensor.to(*device));
+  }
+}
+
+void MMFullyShardedDataParallel::initialize_deferred(
+    const std::vector<torch::nn::Module*>& modules) {
+  const c10::Device device = options_.device_id.value_or(c10::Device(c10::kCPU));
+  for (auto* module : modules) {
+    if (init::materialize(*module, device)) options_.param_init_fn(*module);
+  }
+}
+
+void MMFullyShardedDataParallel::build_units(
+    const dist::GroupPtr& group,
+    const std::function<void(const std::vector<sharding::UnitParameter>&)>& before_sharding) {
   sharding::UnitGroups replicated{nullptr, group, group->size()};
   sharding::UnitGroups sharded{group, nullptr, group->size()};
   if (options_.sharding_strategy == ShardingStrategy::kNoShard) sharded = replicated;
@@ -181,6 +260,7 @@ void MMFullyShardedDataParallel::build_units(const dist::GroupPtr& group) {
   const sharding::UnitPrecision precision{options_.mixed_precision.param_dtype,
                                           options_.mixed_precision.reduce_dtype};
   for (auto& plan : plans) {
+    before_sharding(plan.params);
     units_.push_back(std::make_unique<sharding::FlatUnit>(
         plan.name, std::move(plan.params), sharded, &meter_, scheme_.residency, precision));
     unit_modules_.push_back(plan.module);
@@ -196,6 +276,7 @@ void MMFullyShardedDataParallel::build_units(const dist::GroupPtr& group) {
     }
   }
   if (!ignored.empty()) {
+    before_sharding(ignored);
     units_.push_back(std::make_unique<sharding::FlatUnit>("(ignored modules)", std::move(ignored),
                                                           replicated, &meter_));
     unit_modules_.push_back(nullptr);

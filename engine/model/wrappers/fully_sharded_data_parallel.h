@@ -1,5 +1,6 @@
 #pragma once
 
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -96,6 +97,27 @@ struct FSDPOptions {
   // units. Units SHARD_GRAD_OP keeps from their forward to the end of
   // backward are not counted: that strategy holds them all by design.
   bool limit_all_gathers = true;
+  // Deferred initialisation (engine/model/init/deferred.h). Each module
+  // holding deferred parameters or buffers of its own gets storage for them
+  // (zeros, on device_id or else the CPU), then param_init_fn(module) fills
+  // them; this goes unit by unit in forward order, each unit sharded before
+  // the next is allocated, so the whole model never exists on a rank. With
+  // sync_module_states each unit is then broadcast from the group's first
+  // rank, else each rank keeps its own values, as PyTorch does. Deferred
+  // state and no param_init_fn is InvalidArgument. Modules that are not
+  // deferred are left as they are (PyTorch calls it on meta modules only).
+  std::function<void(torch::nn::Module&)> param_init_fn;
+  // PyTorch's device_id: the module's parameters and buffers are moved there
+  // before sharding, and deferred ones allocated there. Unset: they stay
+  // where they are (deferred ones: the CPU). A CUDA device without CUDA is
+  // InvalidArgument.
+  std::optional<c10::Device> device_id;
+  // PyTorch's CPUOffload(offload_params=True): shards and their gradients
+  // live on the CPU, the optimizer steps there. Parameters on the CPU
+  // already are, and it changes nothing; with a CUDA device_id it is
+  // InvalidArgument, since copying shards to the GPU for each gather is
+  // not built (no GPU here to prove it on).
+  bool cpu_offload = false;
 };
 
 // Per-rank accounting of the model state the wrapper holds, in bytes.
@@ -134,7 +156,6 @@ struct FSDPMemory {
 // the current unit computes; every rank issues the same all-gathers in the
 // same order because every rank runs the same units in the same order.
 //
-// Not supported yet: CPU offload, param_init_fn.
 class MMFullyShardedDataParallel : public ModelWrapper,
                                    public optim::GradSyncSwitch,
                                    public optim::GradNormSource,
@@ -207,7 +228,13 @@ class MMFullyShardedDataParallel : public ModelWrapper,
  private:
   template <typename Step>
   TensorDict without_backward(Step step);
-  void build_units(const dist::GroupPtr& group);
+  void place_on_device();
+  // `before_sharding` sees each unit's parameters, whole, before the unit
+  // shards them.
+  void build_units(
+      const dist::GroupPtr& group,
+      const std::function<void(const std::vector<sharding::UnitParameter>&)>& before_sharding);
+  void initialize_deferred(const std::vector<torch::nn::Module*>& modules);
   void cast_buffers();
   TensorDict cast_inputs(const TensorDict& data) const;
   void register_hooks(const std::vector<std::shared_ptr<torch::autograd::Node>>& accumulators);

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/model/init/init_functions.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/separate_distributed_data_parallel.h"
@@ -98,6 +99,47 @@ BackwardPrefetch backward_prefetch(registry::ConfigReader& config) {
   }
 }
 
+// param_init_fn: a FUNCTIONS name ("normal_init") or a config with its
+// arguments ({"type": "normal_init", "std": 0.02}); null or absent: none.
+std::function<void(torch::nn::Module&)> param_init_fn(registry::ConfigReader& config) {
+  const auto value = config.value("param_init_fn");
+  if (!value || value->is_null()) return nullptr;
+  if (value->is_string()) return init::param_init_functions().build({{"type", *value}});
+  if (value->is_object()) return init::param_init_functions().build(*value);
+  config.fail("key \"param_init_fn\" must be a FUNCTIONS name or a config object, not " +
+              std::string(value->type_name()));
+}
+
+// device_id: an integer is a CUDA device index (PyTorch's), a string a
+// device ("cpu", "cuda:1"); null or absent: none.
+std::optional<c10::Device> device_id(registry::ConfigReader& config) {
+  const auto value = config.value("device_id");
+  if (!value || value->is_null()) return std::nullopt;
+  if (value->is_number_integer()) {
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(value->get<int64_t>()));
+  }
+  if (value->is_string()) {
+    try {
+      return c10::Device(value->get<std::string>());
+    } catch (const c10::Error&) {
+      config.fail("key \"device_id\" names no device: \"" + value->get<std::string>() + "\"");
+    }
+  }
+  config.fail("key \"device_id\" must be an integer (a CUDA index) or a device string, not " +
+              std::string(value->type_name()));
+}
+
+// cpu_offload: a boolean, or mmengine's CPUOffload as {"offload_params": b}.
+bool cpu_offload(registry::ConfigReader& config) {
+  const auto value = config.value("cpu_offload");
+  if (!value || !value->is_object())
+    return config.is_null("cpu_offload") ? false : config.get("cpu_offload", false);
+  registry::ConfigReader reader(*value, config.section() + ".cpu_offload");
+  const bool offload = reader.get("offload_params", false);
+  reader.finish();
+  return offload;
+}
+
 std::shared_ptr<ModelWrapper> build_fsdp(registry::ConfigReader& config,
                                          std::shared_ptr<BaseModel> module) {
   FSDPOptions options;
@@ -110,6 +152,9 @@ std::shared_ptr<ModelWrapper> build_fsdp(registry::ConfigReader& config,
   options.backward_prefetch = backward_prefetch(config);
   options.forward_prefetch = config.get("forward_prefetch", options.forward_prefetch);
   options.limit_all_gathers = config.get("limit_all_gathers", options.limit_all_gathers);
+  options.param_init_fn = param_init_fn(config);
+  options.device_id = device_id(config);
+  options.cpu_offload = cpu_offload(config);
   // Accepted for mmengine configs; the wrapper always keeps the original
   // parameters (one shard tensor per parameter).
   config.get("use_orig_params", true);

@@ -15,7 +15,9 @@ using ModelWrapperRegistry =
 // (detect_anomalous_params, broadcast_buffers, find_unused_parameters,
 // bucket_cap_mb, gradient_as_bucket_view); MMFullyShardedDataParallel
 // (sharding_strategy, auto_wrap_policy, sync_module_states,
-// hybrid_shard_size, use_orig_params); MMZeroDataParallel (stage,
+// hybrid_shard_size, use_orig_params, mixed_precision, backward_prefetch,
+// forward_prefetch, limit_all_gathers, param_init_fn, device_id,
+// cpu_offload); MMZeroDataParallel (stage,
 // reduce_bucket_size, overlap_comm, sync_module_states). Building one is
 // collective.
 // Users add their own wrappers with model_wrappers().add(...).
