@@ -2,6 +2,7 @@
 // results, bit-identical on every rank, in place on the caller's tensor; and
 // all_reduce on node-shared buffers, which does not go through the backend.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -144,6 +145,47 @@ HARNESS_PROP(ReduceScatterTensor, RankKGetsReferenceOfBlockK, ()) {
     RC_ASSERT(results[k].same_object);
     RC_ASSERT(cases::bit_equal(results[k].tensor, cases::reduce_reference(inputs[k], c.op)));
   }
+}
+
+// Floats of magnitudes from 1e-4 to 1e8, whose sums change with the order
+// they are added in. Where the path reduces in rank order (the simulator;
+// the mpi backend's exchanged reduce_scatter, up to 8 ranks), each rank's
+// block is the rank-order sum bit for bit, of every size up to 1 MiB.
+TEST(ReduceScatterTensor, OrderDependentFloatsSumInRankOrderWhereThePathSaysSo) {
+  const int world = harness::max_world_size(5);
+  if (world < 3) GTEST_SKIP() << "a sum of two values is the same in either order";
+  bool orders_differ = false;
+  for (const int64_t count : {int64_t{1}, int64_t{1000}, int64_t{1} << 18}) {
+    SCOPED_TRACE("elements per block " + std::to_string(count));
+    std::vector<at::Tensor> stacked;  // rank r's blocks, [world, count]
+    for (int r = 0; r < world; ++r) {
+      auto generator = at::make_generator<at::CPUGeneratorImpl>(100 * r + count);
+      const at::Tensor scale = at::pow(10.0, at::randint(-4, 9, {world, count}, generator));
+      stacked.push_back((at::randn({world, count}, generator) * scale).to(at::kFloat));
+    }
+    std::vector<at::Tensor> rank_order, reverse_order;
+    for (int k = 0; k < world; ++k) {
+      at::Tensor forward = stacked[0][k].clone(), backward = stacked[world - 1][k].clone();
+      for (int r = 1; r < world; ++r) {
+        forward += stacked[r][k];
+        backward += stacked[world - 1 - r][k];
+      }
+      rank_order.push_back(forward);
+      reverse_order.push_back(backward);
+    }
+    orders_differ |= !at::equal(at::stack(rank_order), at::stack(reverse_order));
+    const auto results = harness::collect_ranks<at::Tensor>(world, [&](int rank) {
+      const std::string backend = dist::get_backend().value_or("");
+      if (backend != "sim" && backend != "mpi") return rank_order[rank];  // no such promise
+      at::Tensor out = at::empty({count}).to(harness::device());
+      dist::reduce_scatter_tensor(out, stacked[rank].reshape({-1}).to(harness::device()), "sum");
+      return out.cpu();
+    });
+    for (int k = 0; k < world; ++k) {
+      EXPECT_TRUE(cases::bit_equal(results[k], rank_order[k])) << "rank " << k;
+    }
+  }
+  EXPECT_TRUE(orders_differ) << "the inputs cannot tell one order from another";
 }
 
 TEST(ReduceScatterTensor, InputOfTheWrongSizeIsNamed) {

@@ -150,6 +150,7 @@ constexpr size_t kMaxBlockBytesForExchange = size_t{1} << 20;
 constexpr int kAllGatherTag = 0;
 constexpr int kBroadcastTag = 1;
 constexpr int kAllReduceTag = 2;
+constexpr int kReduceScatterTag = 3;
 
 // all_reduce as an exchange (see mpi_backend.h): every rank sends its whole
 // tensor to each peer in one round, where libnbc's ring sends parts in
@@ -271,20 +272,31 @@ WorkPtr MpiBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor&
   return started(request, "all_gather", {input, output});
 }
 
-MpiWork::Requests MpiBackend::exchange(const at::Tensor& block, char* slots, int tag,
+MpiWork::Requests MpiBackend::exchange(const at::Tensor& block,
+                                       const std::function<const void*(int)>& block_for,
+                                       const std::function<void*(int)>& slot_of, int tag,
                                        const char* what) const {
   const auto type = datatype_of(block.scalar_type(), rank_);
   const int count = count_of(block);
-  const auto bytes = static_cast<int64_t>(block.nbytes());
   MpiWork::Requests requests(2 * (size_ - 1));
   auto request = requests.begin();
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    check(MPI_Irecv(slots + peer * bytes, count, type, peer, tag, exchange_comm_, &*request++),
-          what, rank_);
-    check(MPI_Isend(data(block), count, type, peer, tag, exchange_comm_, &*request++), what, rank_);
+    check(MPI_Irecv(slot_of(peer), count, type, peer, tag, exchange_comm_, &*request++), what,
+          rank_);
+    check(MPI_Isend(block_for(peer), count, type, peer, tag, exchange_comm_, &*request++), what,
+          rank_);
   }
   return requests;
+}
+
+MpiWork::Requests MpiBackend::exchange(const at::Tensor& block, char* slots, int tag,
+                                       const char* what) const {
+  const auto bytes = static_cast<int64_t>(block.nbytes());
+  const void* mine = data(block);
+  return exchange(
+      block, [mine](int) { return mine; },
+      [slots, bytes](int peer) { return slots + peer * bytes; }, tag, what);
 }
 
 WorkPtr MpiBackend::exchanged_all_reduce(at::Tensor& tensor, ReduceOp op) {
@@ -343,6 +355,9 @@ WorkPtr MpiBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Ten
 
 WorkPtr MpiBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& buffer,
                                           ReduceOp op) {
+  if (size_ <= kMaxRanksForExchange && can_reduce(output.scalar_type(), op)) {
+    return exchanged_reduce_scatter(output, buffer, op);
+  }
   const auto type = datatype_of(output.scalar_type(), rank_);
   const auto mpi_op = op_of(output.scalar_type(), op, rank_);
   MPI_Request request;
@@ -350,6 +365,34 @@ WorkPtr MpiBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& 
                                   &request),
         "reduce_scatter", rank_);
   return started(request, "reduce_scatter", {output, buffer});
+}
+
+WorkPtr MpiBackend::exchanged_reduce_scatter(at::Tensor& output, const at::Tensor& buffer,
+                                             ReduceOp op) {
+  const auto bytes = static_cast<int64_t>(output.nbytes());
+  // The first block in rank order besides this rank's own lands in the
+  // output itself, so no block is copied: the reduction starts there.
+  const int first = rank_ == 0 ? 1 : 0;
+  at::Tensor slots = at::empty({size_ > 2 ? size_ : 0, output.numel()}, output.options());
+  auto* received = static_cast<char*>(data(slots));
+  auto* result = static_cast<char*>(data(output));
+  const auto* blocks = static_cast<const char*>(data(buffer));
+  MpiWork::Requests requests = exchange(
+      output, [blocks, bytes](int peer) { return blocks + peer * bytes; },
+      [=](int peer) -> void* { return peer == first ? result : received + peer * bytes; },
+      kReduceScatterTag, "reduce_scatter");
+  // Block 0 (op) block 1 (op) ... in rank order, as the simulator reduces:
+  // the first step is taken as block 1 (op) block 0 on rank 0, the same
+  // bits, every op being commutative.
+  auto reduce = [=, count = output.numel(), dtype = output.scalar_type(), rank = rank_,
+                 size = size_] {
+    for (int r = 0; r < size; ++r) {
+      if (r == first) continue;
+      reduce_into(result, r == rank ? blocks + r * bytes : received + r * bytes, count, dtype, op);
+    }
+  };
+  return std::make_shared<MpiWork>(std::move(requests), MpiWork::Tensors{output, buffer, slots},
+                                   reduce, "reduce_scatter", rank_, wait_policy_);
 }
 
 WorkPtr MpiBackend::all_to_all(std::vector<at::Tensor>& outputs,
