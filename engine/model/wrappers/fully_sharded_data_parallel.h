@@ -132,12 +132,14 @@ struct FSDPMemory {
 // mmengine's MMFullyShardedDataParallel, with FSDP2's per-parameter layout.
 //
 // Construction is collective over the group: the parameters are checked to
-// be the same on every rank (names, shapes, dtypes), optionally broadcast
-// (sync_module_states), then each is replaced by this rank's shard (dim 0,
-// padded). The module's own parameter tensors are kept and point at their
-// shards at rest, so an optimizer built afterwards over parameters() steps
-// one shard per original parameter, names and requires_grad kept
-// (use_orig_params, always). Build the optimizer after the wrapper.
+// be the same on every rank (names, shapes, dtypes); then, unit by unit,
+// deferred ones are initialised (param_init_fn), the unit's parameters
+// optionally broadcast (sync_module_states) and each replaced by this
+// rank's shard (dim 0, padded). The module's own parameter tensors are
+// kept and point at their shards at rest, so an optimizer built afterwards
+// over parameters() steps one shard per original parameter, names and
+// requires_grad kept (use_orig_params, always). Build the optimizer after
+// the wrapper.
 //
 // Forward gathers the root unit (it stays gathered until the end of
 // backward) and every unit the model runs through call_unit as it runs it.
