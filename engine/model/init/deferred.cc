@@ -17,9 +17,10 @@ void replace_in_place(const at::Tensor& tensor, const at::Tensor& replacement) {
   tensor.unsafeGetTensorImpl()->shallow_copy_from(replacement.getIntrusivePtr());
 }
 
-std::vector<at::Tensor> own_state(const torch::nn::Module& module) {
-  std::vector<at::Tensor> tensors = module.parameters(/*recurse=*/false);
-  for (const auto& buffer : module.buffers(/*recurse=*/false)) tensors.push_back(buffer);
+// The module's parameters and buffers (its submodules' too when `recurse`).
+std::vector<at::Tensor> state_of(const torch::nn::Module& module, bool recurse) {
+  std::vector<at::Tensor> tensors = module.parameters(recurse);
+  for (const auto& buffer : module.buffers(recurse)) tensors.push_back(buffer);
   return tensors;
 }
 
@@ -34,15 +35,9 @@ void defer(torch::nn::Module& module) {
           "recorded its device; defer the module before running it, or drop its outputs first");
     }
   }
-  std::vector<const torch::nn::Module*> modules = {&module};
-  for (const auto& submodule : module.modules(/*include_self=*/false)) {
-    modules.push_back(submodule.get());
-  }
-  for (const auto* each : modules) {
-    for (const auto& tensor : own_state(*each)) {
-      if (tensor.defined() && !tensor.is_meta()) {
-        replace_in_place(tensor, at::empty(tensor.sizes(), tensor.options().device(at::kMeta)));
-      }
+  for (const auto& tensor : state_of(module, /*recurse=*/true)) {
+    if (tensor.defined() && !tensor.is_meta()) {
+      replace_in_place(tensor, at::empty(tensor.sizes(), tensor.options().device(at::kMeta)));
     }
   }
 }
@@ -60,7 +55,7 @@ std::vector<std::string> deferred_names(const torch::nn::Module& module, bool re
 
 bool materialize(torch::nn::Module& module, c10::Device device) {
   bool any = false;
-  for (const auto& tensor : own_state(module)) {
+  for (const auto& tensor : state_of(module, /*recurse=*/false)) {
     if (!tensor.defined() || !tensor.is_meta()) continue;
     replace_in_place(tensor, at::zeros(tensor.sizes(), tensor.options().device(device)));
     any = true;

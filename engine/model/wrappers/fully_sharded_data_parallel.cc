@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cmath>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/dist/collectives.h"
 #include "engine/dist/errors.h"
@@ -56,8 +57,8 @@ std::vector<torch::nn::Module*> modules_of(torch::nn::Module& root) {
 // The modules holding `params` themselves, in registration order.
 std::vector<torch::nn::Module*> owners_of(torch::nn::Module& root,
                                           const std::vector<sharding::UnitParameter>& params) {
-  std::unordered_map<const c10::TensorImpl*, bool> wanted;
-  for (const auto& param : params) wanted[param.tensor.unsafeGetTensorImpl()] = true;
+  std::unordered_set<const c10::TensorImpl*> wanted;
+  for (const auto& param : params) wanted.insert(param.tensor.unsafeGetTensorImpl());
   std::vector<torch::nn::Module*> owners;
   for (auto* module : modules_of(root)) {
     for (const auto& param : module->parameters(/*recurse=*/false)) {

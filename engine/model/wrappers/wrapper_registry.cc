@@ -101,7 +101,7 @@ BackwardPrefetch backward_prefetch(registry::ConfigReader& config) {
 
 // param_init_fn: a FUNCTIONS name ("normal_init") or a config with its
 // arguments ({"type": "normal_init", "std": 0.02}); null or absent: none.
-std::function<void(torch::nn::Module&)> param_init_fn(registry::ConfigReader& config) {
+init::ParamInitFn param_init_fn(registry::ConfigReader& config) {
   const auto value = config.value("param_init_fn");
   if (!value || value->is_null()) return nullptr;
   if (value->is_string()) return init::param_init_functions().build({{"type", *value}});
@@ -132,8 +132,8 @@ std::optional<c10::Device> device_id(registry::ConfigReader& config) {
 // cpu_offload: a boolean, or mmengine's CPUOffload as {"offload_params": b}.
 bool cpu_offload(registry::ConfigReader& config) {
   const auto value = config.value("cpu_offload");
-  if (!value || !value->is_object())
-    return config.is_null("cpu_offload") ? false : config.get("cpu_offload", false);
+  if (!value || value->is_null()) return false;
+  if (!value->is_object()) return config.get("cpu_offload", false);
   registry::ConfigReader reader(*value, config.section() + ".cpu_offload");
   const bool offload = reader.get("offload_params", false);
   reader.finish();
