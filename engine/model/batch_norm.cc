@@ -108,8 +108,10 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
     at::NoGradGuard no_grad;
     num_batches_tracked.add_(1);
   }
-  const bool sync = is_sync() && batch_stats && sync_group_->size() > 1;
-  if (sync) return forward_synchronised(input);
+  if (batch_stats) {
+    dist::GroupPtr group = sync_group();
+    if (group && group->size() > 1) return forward_synchronised(input, group);
+  }
   if (!running_mean.defined() || running_mean.scalar_type() == input.scalar_type()) {
     return at::batch_norm(input, weight, bias, running_mean, running_var, batch_stats,
                           options_.momentum, options_.eps, false);
@@ -128,8 +130,24 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
   return output;
 }
 
-at::Tensor BatchNormImpl::forward_synchronised(const at::Tensor& input) {
-  GroupStatistics stats = group_statistics(input.detach(), sync_group_);
+void BatchNormImpl::synchronise(dist::GroupPtr group) {
+  sync_ = true;
+  sync_group_ = std::move(group);
+}
+
+void BatchNormImpl::desynchronise() {
+  sync_ = false;
+  sync_group_ = nullptr;
+}
+
+dist::GroupPtr BatchNormImpl::sync_group() const {
+  if (!sync_) return nullptr;
+  return sync_group_ ? sync_group_ : dist::get_default_group();
+}
+
+at::Tensor BatchNormImpl::forward_synchronised(const at::Tensor& input,
+                                               const dist::GroupPtr& group) {
+  GroupStatistics stats = group_statistics(input.detach(), group);
   if (is_training() && options_.track_running_stats) {
     at::NoGradGuard no_grad;
     const double m = options_.momentum;
@@ -153,7 +171,7 @@ at::Tensor BatchNormImpl::forward_synchronised(const at::Tensor& input) {
   if (!needs_grad) return output;
   auto node = std::shared_ptr<SyncBatchNormBackward>(new SyncBatchNormBackward(),
                                                      torch::autograd::deleteNode);
-  node->group = sync_group_;
+  node->group = group;
   node->x_hat = x_hat;
   node->invstd = invstd;
   node->weight = weight.defined() ? weight.detach() : at::Tensor();
@@ -165,7 +183,7 @@ at::Tensor BatchNormImpl::forward_synchronised(const at::Tensor& input) {
 
 BatchNorm SyncBatchNorm(BatchNormOptions options, dist::GroupPtr group) {
   BatchNorm module(options);
-  module->set_sync_group(group ? group : dist::get_default_group());
+  module->synchronise(std::move(group));
   return module;
 }
 
@@ -204,12 +222,11 @@ int convert_sync_batchnorm(torch::nn::Module& module, dist::GroupPtr group) {
                               "): a C++ parent calls them through typed members. Build those "
                               "layers as engine::model::BatchNorm (same options and state)"));
   }
-  if (!group) group = dist::get_default_group();
-  return for_each_batch_norm(module, [&](BatchNormImpl& norm) { norm.set_sync_group(group); });
+  return for_each_batch_norm(module, [&](BatchNormImpl& norm) { norm.synchronise(group); });
 }
 
 int revert_sync_batchnorm(torch::nn::Module& module) {
-  return for_each_batch_norm(module, [](BatchNormImpl& norm) { norm.set_sync_group(nullptr); });
+  return for_each_batch_norm(module, [](BatchNormImpl& norm) { norm.desynchronise(); });
 }
 
 }  // namespace engine::model

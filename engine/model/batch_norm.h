@@ -41,28 +41,36 @@ class BatchNormImpl : public torch::nn::Module {
 
   at::Tensor forward(const at::Tensor& input);
 
-  // nullptr: local statistics. Otherwise the group to synchronise over (the
-  // default group: dist::get_default_group()).
-  void set_sync_group(dist::GroupPtr group) { sync_group_ = std::move(group); }
-  bool is_sync() const { return sync_group_ != nullptr; }
+  // Synchronises training forwards over `group`; nullptr means the default
+  // group as it is at each forward, so a layer switched before init_dist
+  // synchronises once a group exists (and stays local while none does).
+  void synchronise(dist::GroupPtr group = nullptr);
+  // Back to local statistics.
+  void desynchronise();
+  bool is_sync() const { return sync_; }
+  // The group a forward would synchronise over now; nullptr when local.
+  dist::GroupPtr sync_group() const;
 
   const BatchNormOptions& options() const { return options_; }
 
   at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:
-  at::Tensor forward_synchronised(const at::Tensor& input);
+  at::Tensor forward_synchronised(const at::Tensor& input, const dist::GroupPtr& group);
 
   BatchNormOptions options_;
-  dist::GroupPtr sync_group_;
+  bool sync_ = false;
+  dist::GroupPtr sync_group_;  // nullptr while sync_: the default group
 };
 TORCH_MODULE(BatchNorm);
 
-// A BatchNorm that starts synchronised over `group` (nullptr: default group).
+// A BatchNorm that starts synchronised over `group` (nullptr: the default
+// group at each forward).
 BatchNorm SyncBatchNorm(BatchNormOptions options, dist::GroupPtr group = nullptr);
 
 // Switches every BatchNorm in `module`'s tree to synchronised mode over
-// `group` (nullptr: the default group); returns how many. Stock
+// `group` (nullptr: the default group at each forward, so this may run
+// before init_dist, as in mmengine); returns how many. Stock
 // torch::nn::BatchNorm*d layers cannot be switched: InvalidArgument naming
 // them and saying to build with engine::model::BatchNorm instead.
 int convert_sync_batchnorm(torch::nn::Module& module, dist::GroupPtr group = nullptr);

@@ -21,6 +21,9 @@ struct NormCase {
   std::vector<int64_t> spatial;  // 0-2 trailing dimensions
   std::vector<int64_t> batches;  // per rank; some may be 0
   bool affine = true;
+  // Converted before any group exists (mmengine allows it) rather than on
+  // the rank once initialised.
+  bool convert_before_init = false;
   uint64_t seed = 0;
 };
 
@@ -29,7 +32,8 @@ void showValue(const NormCase& c, std::ostream& os) {
   for (int64_t s : c.spatial) os << s << ",";
   os << "] batches=[";
   for (int64_t b : c.batches) os << b << ",";
-  os << "] affine=" << c.affine << " seed=" << c.seed;
+  os << "] affine=" << c.affine << " convert_before_init=" << c.convert_before_init
+     << " seed=" << c.seed;
 }
 
 int64_t per_channel_count(const NormCase& c) {
@@ -49,6 +53,7 @@ rc::Gen<NormCase> norm_case() {
                              c.batches = *rc::gen::container<std::vector<int64_t>>(
                                  c.world_size, rc::gen::inRange<int64_t>(0, 4));
                              c.affine = *rc::gen::arbitrary<bool>();
+                             c.convert_before_init = *rc::gen::arbitrary<bool>();
                              c.seed = *rc::gen::arbitrary<uint32_t>();
                              return c;
                            }),
@@ -107,11 +112,16 @@ HARNESS_PROP(SyncBatchNorm, EqualsBatchNormOverTheConcatenatedBatch, ()) {
   BatchNorm serial = make_norm(c);
   const Outcome expected = run_norm(serial, torch::cat(inputs), torch::cat(coefficients));
 
+  std::vector<BatchNorm> converted_early;
+  for (int rank = 0; c.convert_before_init && rank < c.world_size; ++rank) {
+    converted_early.push_back(make_norm(c));
+    engine::model::convert_sync_batchnorm(*converted_early.back());
+  }
   auto outcomes = harness::collect_ranks<Outcome>(
       c.world_size,
       [&](int rank) {
-        BatchNorm norm = make_norm(c);
-        engine::model::convert_sync_batchnorm(*norm);
+        BatchNorm norm = c.convert_before_init ? converted_early[rank] : make_norm(c);
+        if (!c.convert_before_init) engine::model::convert_sync_batchnorm(*norm);
         return run_norm(norm, inputs[rank], coefficients[rank]);
       },
       harness::test_options(c.seed));
@@ -152,6 +162,19 @@ TEST(SyncBatchNorm, ConvertAndRevertKeepStateAndTheTrainFlag) {
     EXPECT_FALSE(model[2]->as<BatchNorm>()->is_sync());
     EXPECT_FALSE(model[0]->is_training());
   });
+}
+
+TEST(SyncBatchNorm, ConvertedBeforeInitStaysLocalWhileNoGroupExists) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(7);
+  const at::Tensor input = at::randn({4, 3}, generator, at::kDouble);
+  BatchNorm local(BatchNormOptions(3)), converted(BatchNormOptions(3));
+  local->to(torch::kDouble);
+  converted->to(torch::kDouble);
+  engine::model::convert_sync_batchnorm(*converted);
+  EXPECT_TRUE(converted->is_sync());
+  EXPECT_EQ(converted->sync_group(), nullptr);
+  EXPECT_TRUE(torch::equal(converted->forward(input), local->forward(input)));
+  EXPECT_TRUE(torch::equal(converted->running_var, local->running_var));
 }
 
 TEST(SyncBatchNorm, StockBatchNormLayersAreNamedInTheError) {
