@@ -37,6 +37,8 @@ class DefaultSampler {
   int64_t num_samples() const { return num_samples_; }  // this rank's count
   int64_t total_size() const { return total_size_; }    // summed over ranks
   int64_t seed() const { return seed_; }
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
 
  private:
   int64_t dataset_size_;

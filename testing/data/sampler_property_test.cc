@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/data/default_sampler.h"
+#include "engine/data/infinite_sampler.h"
 #include "engine/dist/dist.h"
 #include "testing/harness.h"
 #include "testing/property.h"
@@ -102,6 +103,72 @@ HARNESS_PROP(SamplerProperty, ShuffledEpochsAreOneSharedPermutationCoveredByTheR
   if (size >= 20) RC_ASSERT(permutations[0] != permutations[1]);
 }
 
+// The endless sequence rebuilt from the ranks' parts: global position
+// rank + i * world_size holds parts[rank][i].
+std::vector<int64_t> interleaved(const std::vector<std::vector<int64_t>>& parts) {
+  std::vector<int64_t> sequence;
+  for (size_t i = 0; i < parts[0].size(); ++i) {
+    for (const auto& part : parts) sequence.push_back(part[i]);
+  }
+  return sequence;
+}
+
+HARNESS_PROP(SamplerProperty, InfiniteSamplerRanksShareOneSequenceOfPasses, ()) {
+  const int world_size = *rc::gen::inRange(1, 6);
+  const int64_t size = *rc::gen::inRange<int64_t>(1, 30);
+  const int64_t count = *rc::gen::inRange<int64_t>(0, 3 * size + world_size);
+  const int64_t first = *rc::gen::inRange<int64_t>(0, count + 1);
+  engine::data::InfiniteSamplerOptions options;  // seed drawn on rank 0 and shared
+  options.shuffle = *rc::gen::arbitrary<bool>();
+  const auto parts = harness::collect_ranks<std::vector<int64_t>>(world_size, [&](int rank) {
+    engine::data::InfiniteSampler sampler(size, options);
+    EXPECT_EQ(sampler.rank(), rank);
+    EXPECT_EQ(sampler.world_size(), world_size);
+    EXPECT_EQ(sampler.size(), size);
+    // Taken one by one and then as a batch: the same stream.
+    std::vector<int64_t> mine;
+    for (int64_t i = 0; i < first; ++i) mine.push_back(sampler.next());
+    const auto rest = sampler.next(count - first);
+    mine.insert(mine.end(), rest.begin(), rest.end());
+    return mine;
+  });
+  const std::vector<int64_t> sequence = interleaved(parts);
+  std::vector<int64_t> identity(size);
+  std::iota(identity.begin(), identity.end(), 0);
+  std::vector<std::vector<int64_t>> passes;
+  for (size_t start = 0; start + size <= sequence.size(); start += size) {
+    std::vector<int64_t> pass(sequence.begin() + start, sequence.begin() + start + size);
+    if (!options.shuffle) RC_ASSERT(pass == identity);
+    std::vector<int64_t> sorted = pass;
+    std::sort(sorted.begin(), sorted.end());
+    RC_ASSERT(sorted == identity);
+    passes.push_back(pass);
+  }
+  // A fresh permutation per pass (see the DefaultSampler property for the odds).
+  if (options.shuffle && size >= 20 && passes.size() >= 2) RC_ASSERT(passes[0] != passes[1]);
+}
+
+TEST(SamplerTest, SamplersOnASubgroupTakeItsRankAndSize) {
+  harness::run_ranks(3, [](int rank) {
+    auto group = engine::dist::new_group({2, 1});
+    if (!group->is_member()) return;
+    SamplerOptions options;
+    options.shuffle = false;
+    options.seed = 3;
+    DefaultSampler sampler(5, options, group);
+    engine::data::InfiniteSampler endless(5, {false, 3}, group);
+    const int group_rank = rank == 1 ? 0 : 1;  // group ranks follow global order
+    EXPECT_EQ(sampler.rank(), group_rank);
+    EXPECT_EQ(sampler.world_size(), 2);
+    EXPECT_EQ(endless.rank(), group_rank);
+    EXPECT_EQ(endless.world_size(), 2);
+    const std::vector<int64_t> expected =
+        group_rank == 0 ? std::vector<int64_t>{0, 2, 4} : std::vector<int64_t>{1, 3, 0};
+    EXPECT_EQ(sampler.indices(), expected);
+    EXPECT_EQ(endless.next(3), expected);
+  });
+}
+
 TEST(SamplerTest, TheSameSeedGivesTheSameOrderAndAnEmptyDatasetIsRejected) {
   SamplerOptions options;
   options.seed = 7;
@@ -110,6 +177,11 @@ TEST(SamplerTest, TheSameSeedGivesTheSameOrderAndAnEmptyDatasetIsRejected) {
   other.seed = 8;
   EXPECT_NE(DefaultSampler(50, options).indices(), DefaultSampler(50, other).indices());
   EXPECT_THROW(DefaultSampler(0, options), engine::dist::InvalidArgument);
+  engine::data::InfiniteSampler a(50, {true, 7}), b(50, {true, 7}), c(50, {true, 8});
+  const auto from_a = a.next(120);
+  EXPECT_EQ(from_a, b.next(120));
+  EXPECT_NE(from_a, c.next(120));
+  EXPECT_THROW(engine::data::InfiniteSampler(0, {true, 7}), engine::dist::InvalidArgument);
 }
 
 }  // namespace
