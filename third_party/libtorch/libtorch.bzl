@@ -31,6 +31,6 @@ def _libtorch_repository_impl(ctx):
 libtorch_repository = repository_rule(
     implementation = _libtorch_repository_impl,
     environ = ["LIBTORCH_HOME"],
-    attrs = {"_build_template": attr.label(default = "//third_party/libtorch:libtorch.BUILD.tpl")},
+    attrs = {"_build_template": attr.label(default = Label("//third_party/libtorch:libtorch.BUILD.tpl"))},
     local = True,
 )
