@@ -2,7 +2,8 @@
 # The whole test suite, as README.md's second command and CI run it: installs
 # what is missing, runs every test (the simulator suites in-process, the
 # process suites over mpi and gloo in 2 and 4 processes, engine-launch's
-# tests), then the simulator suites again under ThreadSanitizer, then builds
+# tests), the consumer example workspace's tests, then the simulator suites
+# again under ThreadSanitizer, then builds
 # the nccl backend with --config=cuda. Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,10 @@ bash tools/setup.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 bazel test //... 2>&1 | tee -a "$log"
+# examples/consumer: a separate workspace that uses the engine as another
+# team would (dist_engine_dependencies() and the public targets only), with
+# its own tests on the simulator. Its own Bazel server, stopped afterwards.
+(cd examples/consumer && bazel test //... && bazel shutdown) 2>&1 | tee -a "$log"
 # The simulator suites under ThreadSanitizer (the process suites run real
 # processes through uninstrumented Open MPI and Gloo: not TSan's business; the
 # model suites build torch::nn modules in several threads, whose locks inside
