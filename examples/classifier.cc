@@ -31,17 +31,24 @@ Classifier::Classifier(const ClassifierOptions& options, at::Generator& rng) {
   norm_ = register_module(
       "norm", engine::model::BatchNorm(engine::model::BatchNormOptions(options.hidden)));
   output_ = register_module("output", torch::nn::Linear(options.hidden, options.classes));
-  at::NoGradGuard no_grad;
-  for (auto* layer : {hidden_.get(), output_.get()}) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(layer->weight.size(1)));
-    layer->weight.uniform_(-bound, bound, rng);
-    layer->bias.uniform_(-bound, bound, rng);
-  }
+  for (auto* layer : {hidden_.get(), output_.get()})
+    draw_like_pytorch(layer->weight, layer->bias, rng);
 }
 
 engine::model::TensorDict Classifier::forward(const engine::model::TensorDict& data,
                                               engine::model::ForwardMode mode) {
-  const at::Tensor logits = output_(at::relu(norm_(hidden_(data.at("inputs")))));
+  return classify(output_(at::relu(norm_(hidden_(data.at("inputs"))))), data, mode);
+}
+
+void draw_like_pytorch(at::Tensor& weight, at::Tensor& bias, at::Generator& rng) {
+  at::NoGradGuard no_grad;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(weight.numel() / weight.size(0)));
+  weight.uniform_(-bound, bound, rng);
+  bias.uniform_(-bound, bound, rng);
+}
+
+engine::model::TensorDict classify(const at::Tensor& logits, const engine::model::TensorDict& data,
+                                   engine::model::ForwardMode mode) {
   switch (mode) {
     case engine::model::ForwardMode::kLoss:
       return {{"loss", torch::nn::functional::cross_entropy(logits, data.at("labels"))}};

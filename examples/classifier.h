@@ -63,6 +63,16 @@ class Classifier : public engine::model::BaseModel {
   torch::nn::Linear output_{nullptr};
 };
 
+// Draws a layer's weight and bias as PyTorch's default initialisation does
+// (uniform within 1/sqrt(fan_in)), from `rng`.
+void draw_like_pytorch(at::Tensor& weight, at::Tensor& bias, at::Generator& rng);
+
+// A classifier's answer in each forward mode: "loss" gives {"loss": cross
+// entropy against data's "labels"}, "predict" {"pred", "label"}, "tensor"
+// {"logits"}.
+engine::model::TensorDict classify(const at::Tensor& logits, const engine::model::TensorDict& data,
+                                   engine::model::ForwardMode mode);
+
 // {"accuracy": share of samples whose "pred" equals their "label"}.
 std::map<std::string, double> accuracy(const std::vector<c10::IValue>& samples);
 

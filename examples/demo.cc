@@ -9,6 +9,8 @@
 #include "engine/flight/chrome_trace.h"
 #include "engine/io/atomic_file.h"
 #include "examples/classifier.h"
+#include "examples/cnn.h"
+#include "examples/fashion_mnist.h"
 
 namespace examples {
 namespace {
@@ -56,6 +58,30 @@ void check_identical_parameters(engine::model::BaseModel& model, bool quiet) {
   }
 }
 
+// "model": {"type": "Mlp" (the default) or "Cnn", and its options}.
+std::shared_ptr<engine::model::BaseModel> build_model(const Json& json, at::Generator& rng) {
+  ConfigReader config(json, "model");
+  const auto type = config.get<std::string>("type", "Mlp");
+  if (type == "Cnn") return std::make_shared<Cnn>(cnn_options(config), rng);
+  if (type != "Mlp") config.fail("has an unknown type \"" + type + "\" (Mlp or Cnn)");
+  return std::make_shared<Classifier>(classifier_options(config), rng);
+}
+
+// A dataset section: {"type": "Blobs" (the default) or "FashionMNIST", and
+// its options}. Blobs of one run share their class centres (`centres`);
+// FashionMNIST unpacks its files under `work_dir`.
+std::shared_ptr<engine::runner::Dataset> build_dataset(const Json& json, const std::string& section,
+                                                       uint64_t centres,
+                                                       const std::string& work_dir) {
+  ConfigReader config(json, section);
+  const auto type = config.get<std::string>("type", "Blobs");
+  if (type == "FashionMNIST") {
+    return std::make_shared<FashionMnist>(fashion_mnist_options(config), work_dir + "/data");
+  }
+  if (type != "Blobs") config.fail("has an unknown type \"" + type + "\" (Blobs or FashionMNIST)");
+  return std::make_shared<Blobs>(blobs_options(config), centres);
+}
+
 }  // namespace
 
 // Every rank's flight record, gathered on all, written by rank 0.
@@ -81,14 +107,12 @@ engine::runner::RunResult run_demo(const Json& config, const DemoOverrides& over
   auto strategy = engine::strategy::strategies().build(strategy_config);
   strategy->setup_env();
 
-  ConfigReader model_config(top.require<Json>("model"), "model");
-  auto model =
-      std::make_shared<Classifier>(classifier_options(model_config), strategy->generator());
-  ConfigReader train_data(top.require<Json>("train_data"), "train_data");
-  ConfigReader val_data(top.require<Json>("val_data"), "val_data");
+  auto model = build_model(top.require<Json>("model"), strategy->generator());
   const uint64_t centres = static_cast<uint64_t>(strategy->shared_seed());
-  auto train_set = std::make_shared<Blobs>(blobs_options(train_data), centres);
-  auto val_set = std::make_shared<Blobs>(blobs_options(val_data), centres);
+  auto train_set =
+      build_dataset(top.require<Json>("train_data"), "train_data", centres, overrides.work_dir);
+  auto val_set =
+      build_dataset(top.require<Json>("val_data"), "val_data", centres, overrides.work_dir);
   const Json optim_wrapper = top.require<Json>("optim_wrapper");
   const auto scheduler = top.object("param_scheduler");
   const auto options = runner_options(top.require<Json>("train"), overrides);

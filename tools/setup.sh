@@ -12,6 +12,7 @@ packages=(
   g++ libtorch-dev libgtest-dev librapidcheck-dev
   libopenmpi-dev openmpi-bin libgloo-dev
   libopenblas0-pthread nlohmann-json3-dev zlib1g-dev python3-torch
+  dataset-fashion-mnist
 )
 
 missing=()

@@ -4,6 +4,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <iomanip>
 #include <regex>
@@ -124,11 +125,14 @@ RunResult Runner::train() {
       indices = sampler.indices();
       indices_epoch = epoch;
     }
+    const auto started = std::chrono::steady_clock::now();
     const auto begin = indices.begin() + (iter % per_epoch) * options_.batch_size;
     const auto end = std::min(begin + options_.batch_size, indices.end());
     const auto batch = train_data_->batch({begin, end}, &strategy_->generator());
     result.last_log = model.train_step(batch, optim_wrapper);
     if (parts_->param_scheduler) parts_->param_scheduler->step();
+    result.train_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
     const int64_t done = iter + 1;
     auto summary = scalars(result.last_log);

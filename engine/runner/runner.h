@@ -55,6 +55,9 @@ struct RunResult {
   model::TensorDict last_log;
   std::map<std::string, double> metrics;  // of the last validation, on every rank
   std::vector<std::string> checkpoints;   // written by this run
+  // Wall time in training iterations (the batch, train_step, the scheduler),
+  // without validation and checkpoints: what a time per iteration divides.
+  double train_seconds = 0;
 };
 
 class Runner {
