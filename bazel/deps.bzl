@@ -35,9 +35,6 @@ _engine_folder_repository = repository_rule(
     local = True,
 )
 
-def _declare_replaced(name, skip):
-    return name not in skip
-
 def _declare_kept(name, skip):
     return name not in skip and not native.existing_rule(name)
 
@@ -49,18 +46,18 @@ def dist_engine_dependencies(skip = []):
     """
 
     # Declared by Bazel's own WORKSPACE prefix as downloads: always replaced.
-    if _declare_replaced("rules_cc", skip):
+    if "rules_cc" not in skip:
         _engine_folder_repository(name = "rules_cc", folder = "third_party/rules_cc")
-    if _declare_replaced("remote_coverage_tools", skip):
+    if "remote_coverage_tools" not in skip:
         _engine_folder_repository(
             name = "remote_coverage_tools",
             folder = "third_party/remote_coverage_tools",
         )
-    if _declare_replaced("rules_java", skip):
+    if "rules_java" not in skip:
         native.local_repository(name = "rules_java", path = "/usr/share/bazel/rules/java")
-    if _declare_replaced("rules_proto", skip):
+    if "rules_proto" not in skip:
         native.local_repository(name = "rules_proto", path = "/usr/share/bazel/rules/proto")
-    if _declare_replaced("platforms", skip):
+    if "platforms" not in skip:
         native.local_repository(name = "platforms", path = "/usr/share/bazel/platforms")
 
     # The engine's own dependencies: kept when declared already.

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "engine/dist/dist.h"
@@ -23,6 +24,7 @@ namespace {
 struct Args {
   std::string config = "examples/fashion_mnist.json";
   int ranks = 4;
+  std::optional<std::string> work_dir;  // default: work_dirs/<config name>
   examples::DemoOverrides overrides;
 };
 
@@ -54,7 +56,6 @@ std::string user_path(const std::string& path) {
 
 Args parse(int argc, char** argv) {
   Args args;
-  bool work_dir_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) usage("missing value after " + flag);
@@ -72,7 +73,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--checkpoint-interval")
       args.overrides.checkpoint_interval = to_int(flag, value);
     else if (flag == "--work-dir")
-      args.overrides.work_dir = value, work_dir_given = true;
+      args.work_dir = value;
     else if (flag == "--resume")
       args.overrides.resume_from = value;
     else if (flag == "--trace")
@@ -80,10 +81,8 @@ Args parse(int argc, char** argv) {
     else
       usage("unknown flag " + flag);
   }
-  if (!work_dir_given) {
-    args.overrides.work_dir =
-        user_path("work_dirs/" + std::filesystem::path(args.config).stem().string());
-  }
+  args.overrides.work_dir = args.work_dir.value_or(
+      user_path("work_dirs/" + std::filesystem::path(args.config).stem().string()));
   return args;
 }
 

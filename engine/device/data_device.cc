@@ -25,10 +25,14 @@ void require_data(const char* function, const c10::IValue& data) {
          data.tagKind());
 }
 
+// The values of a list or a tuple.
+c10::ArrayRef<c10::IValue> elements_of(const c10::IValue& sequence) {
+  return sequence.isList() ? sequence.toListRef() : sequence.toTupleRef().elements();
+}
+
 size_t length_of(const c10::IValue& container) {
-  if (container.isGenericDict()) return container.toGenericDict().size();
-  if (container.isList()) return container.toListRef().size();
-  return container.toTupleRef().elements().size();
+  return container.isGenericDict() ? container.toGenericDict().size()
+                                   : elements_of(container).size();
 }
 
 void require_nonempty(const char* function, const c10::IValue& container) {
@@ -54,12 +58,13 @@ void require_same_shape(const c10::IValue& data, const c10::IValue& out) {
 c10::IValue cast_dict(const c10::impl::GenericDict& data, at::Device device,
                       const std::optional<c10::IValue>& out) {
   c10::impl::GenericDict result(data.keyType(), data.valueType());
+  const std::optional<c10::impl::GenericDict> out_dict =
+      out ? std::optional(out->toGenericDict()) : std::nullopt;
   for (const auto& entry : data) {
     std::optional<c10::IValue> out_value;
-    if (out) {
-      const c10::impl::GenericDict out_dict = out->toGenericDict();
-      auto found = out_dict.find(entry.key());
-      if (found == out_dict.end()) {
+    if (out_dict) {
+      auto found = out_dict->find(entry.key());
+      if (found == out_dict->end()) {
         std::ostringstream what;
         what << "cast_data_device: out has no key " << entry.key() << " that data has";
         refuse(what.str());
@@ -76,7 +81,7 @@ std::vector<c10::IValue> cast_elements(c10::ArrayRef<c10::IValue> data, at::Devi
   std::vector<c10::IValue> result;
   for (size_t i = 0; i < data.size(); ++i) {
     std::optional<c10::IValue> out_value;
-    if (out) out_value = out->isList() ? out->toListRef()[i] : out->toTupleRef().elements()[i];
+    if (out) out_value = elements_of(*out)[i];
     result.push_back(cast_data_device(data[i], device, out_value));
   }
   return result;
@@ -105,10 +110,8 @@ at::Device get_data_device(const c10::IValue& data) {
   };
   if (data.isGenericDict()) {
     for (const auto& entry : data.toGenericDict()) visit(entry.value());
-  } else if (data.isList()) {
-    for (const auto& value : data.toListRef()) visit(value);
   } else {
-    for (const auto& value : data.toTupleRef().elements()) visit(value);
+    for (const auto& value : elements_of(data)) visit(value);
   }
   return *seen;
 }
@@ -135,12 +138,11 @@ c10::IValue cast_data_device(const c10::IValue& data, at::Device device,
   }
   require_nonempty("cast_data_device", data);
   if (data.isGenericDict()) return cast_dict(data.toGenericDict(), device, out);
-  if (data.isList()) {
-    c10::impl::GenericList result(data.toList().elementType());
-    for (auto& value : cast_elements(data.toListRef(), device, out)) result.push_back(value);
-    return result;
-  }
-  return c10::ivalue::Tuple::create(cast_elements(data.toTupleRef().elements(), device, out));
+  std::vector<c10::IValue> values = cast_elements(elements_of(data), device, out);
+  if (data.isTuple()) return c10::ivalue::Tuple::create(std::move(values));
+  c10::impl::GenericList result(data.toList().elementType());
+  for (auto& value : values) result.push_back(std::move(value));
+  return result;
 }
 
 at::Tensor cast_data_device(const at::Tensor& data, at::Device device,

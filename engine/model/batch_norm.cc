@@ -130,19 +130,13 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
   return output;
 }
 
-void BatchNormImpl::synchronise(dist::GroupPtr group) {
-  sync_ = true;
-  sync_group_ = std::move(group);
-}
+void BatchNormImpl::synchronise(dist::GroupPtr group) { sync_with_ = std::move(group); }
 
-void BatchNormImpl::desynchronise() {
-  sync_ = false;
-  sync_group_ = nullptr;
-}
+void BatchNormImpl::desynchronise() { sync_with_.reset(); }
 
 dist::GroupPtr BatchNormImpl::sync_group() const {
-  if (!sync_) return nullptr;
-  return sync_group_ ? sync_group_ : dist::get_default_group();
+  if (!sync_with_) return nullptr;
+  return *sync_with_ ? *sync_with_ : dist::get_default_group();
 }
 
 at::Tensor BatchNormImpl::forward_synchronised(const at::Tensor& input,

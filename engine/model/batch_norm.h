@@ -4,6 +4,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "engine/dist/group.h"
 
@@ -47,7 +48,7 @@ class BatchNormImpl : public torch::nn::Module {
   void synchronise(dist::GroupPtr group = nullptr);
   // Back to local statistics.
   void desynchronise();
-  bool is_sync() const { return sync_; }
+  bool is_sync() const { return sync_with_.has_value(); }
   // The group a forward would synchronise over now; nullptr when local.
   dist::GroupPtr sync_group() const;
 
@@ -59,8 +60,8 @@ class BatchNormImpl : public torch::nn::Module {
   at::Tensor forward_synchronised(const at::Tensor& input, const dist::GroupPtr& group);
 
   BatchNormOptions options_;
-  bool sync_ = false;
-  dist::GroupPtr sync_group_;  // nullptr while sync_: the default group
+  // nullopt: local statistics; nullptr: the default group at each forward.
+  std::optional<dist::GroupPtr> sync_with_;
 };
 TORCH_MODULE(BatchNorm);
 
