@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "engine/dist/dist.h"
-#include "engine/dist/flight_recorder.h"
+#include "engine/dist/flight.h"
 #include "engine/flight/chrome_trace.h"
 #include "engine/io/atomic_file.h"
 #include "examples/classifier.h"
@@ -87,11 +87,12 @@ std::shared_ptr<engine::runner::Dataset> build_dataset(const Json& json, const s
 // Every rank's flight record, gathered on all, written by rank 0.
 void write_trace(const std::string& path) {
   namespace dist = engine::dist;
-  const auto gathered = dist::all_gather_object(dist::to_json(dist::flight_record("demo trace")));
+  namespace flight = engine::flight;
+  const auto gathered = dist::all_gather_object(flight::to_json(dist::flight_record("demo trace")));
   if (!dist::is_main_process()) return;
-  std::vector<dist::FlightRecord> records;
+  std::vector<flight::Record> records;
   for (const auto& text : gathered) {
-    records.push_back(dist::flight_record_from_json(text.toStringRef(), "a gathered record"));
+    records.push_back(flight::record_from_json(text.toStringRef(), "a gathered record"));
   }
   engine::io::write_atomically(path, {engine::flight::chrome_trace(records)});
   std::printf("wrote the collectives of %zu ranks to %s (open it in https://ui.perfetto.dev)\n",

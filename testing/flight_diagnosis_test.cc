@@ -16,6 +16,7 @@
 namespace {
 
 namespace dist = engine::dist;
+namespace flight = engine::flight;
 using desync_cases::Desync;
 
 // A fresh folder for one run's records, made the dump folder of the ranks
@@ -45,7 +46,7 @@ HARNESS_PROP(FlightDiagnosis, NamesThePlantedDesync, ()) {
 
 TEST(FlightRecorder, KeepsTheLastCallsOnDemand) {
   setenv("DIST_ENGINE_FLIGHT_SIZE", "3", 1);
-  const auto records = harness::collect_ranks<dist::FlightRecord>(2, [](int) {
+  const auto records = harness::collect_ranks<flight::Record>(2, [](int) {
     at::Tensor t = at::ones({2, 3}, at::kDouble);
     for (int i = 0; i < 5; ++i) dist::all_reduce(t);
     dist::broadcast(t, 1);
@@ -59,7 +60,7 @@ TEST(FlightRecorder, KeepsTheLastCallsOnDemand) {
     EXPECT_EQ(record.entries[2].describe(),
               "broadcast #6 (group [0-1], root 1, 48 B Double[2, 3])");
     for (const auto& e : record.entries) {
-      EXPECT_EQ(e.state, dist::FlightEntry::State::kCompleted);
+      EXPECT_EQ(e.state, flight::Entry::State::kCompleted);
       EXPECT_GE(e.end_us, e.start_us);
     }
   }
@@ -69,7 +70,7 @@ TEST(FlightRecorder, KeepsTheLastCallsOnDemand) {
 // call (its peer, root, op, shape, end) may show in a later one.
 TEST(FlightRecorder, AnEntryKeepsNothingOfTheOneItReplaced) {
   setenv("DIST_ENGINE_FLIGHT_SIZE", "3", 1);
-  const auto records = harness::collect_ranks<dist::FlightRecord>(2, [](int rank) {
+  const auto records = harness::collect_ranks<flight::Record>(2, [](int rank) {
     at::Tensor t = at::ones({4}, at::kFloat);
     dist::all_reduce(t);
     dist::broadcast(t, 1);
@@ -78,7 +79,7 @@ TEST(FlightRecorder, AnEntryKeepsNothingOfTheOneItReplaced) {
     dist::barrier();
     // Not yet waited for, in the slot of the completed all_reduce.
     dist::WorkPtr pending = dist::all_reduce_async(t);
-    dist::FlightRecord record = dist::flight_record();
+    flight::Record record = dist::flight_record();
     pending->wait();
     return record;
   });
@@ -86,7 +87,7 @@ TEST(FlightRecorder, AnEntryKeepsNothingOfTheOneItReplaced) {
   EXPECT_EQ(records[0].entries[0].describe(), "send #1 (group [0-1], peer 1, 16 B Float[4])");
   EXPECT_EQ(records[1].entries[0].describe(), "recv #1 (group [0-1], peer 0, 16 B Float[4])");
   for (const auto& record : records) {
-    const dist::FlightEntry& barrier = record.entries[1];
+    const flight::Entry& barrier = record.entries[1];
     EXPECT_EQ(barrier.describe(), "barrier #3 (group [0-1])");
     EXPECT_FALSE(barrier.point_to_point());
     EXPECT_EQ(barrier.root, -1);
@@ -94,16 +95,16 @@ TEST(FlightRecorder, AnEntryKeepsNothingOfTheOneItReplaced) {
     EXPECT_TRUE(barrier.dtype.empty());
     EXPECT_TRUE(barrier.shape.empty());
     EXPECT_EQ(barrier.bytes, 0);
-    const dist::FlightEntry& pending = record.entries[2];
+    const flight::Entry& pending = record.entries[2];
     EXPECT_EQ(pending.describe(), "all_reduce #4 (group [0-1], 16 B Float[4], sum)");
-    EXPECT_EQ(pending.state, dist::FlightEntry::State::kStarted);
+    EXPECT_EQ(pending.state, flight::Entry::State::kStarted);
     EXPECT_EQ(pending.end_us, 0);
     EXPECT_TRUE(pending.error.empty());
   }
 }
 
 TEST(FlightRecorder, RecordsSubgroupsByTheirGlobalRanks) {
-  const auto records = harness::collect_ranks<dist::FlightRecord>(4, [](int rank) {
+  const auto records = harness::collect_ranks<flight::Record>(4, [](int rank) {
     auto odd = dist::new_group({1, 3});
     at::Tensor t = at::ones({1});
     if (rank % 2 == 1) dist::broadcast(t, 3, odd);

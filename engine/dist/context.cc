@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engine/dist/errors.h"
+#include "engine/dist/flight.h"
 
 namespace engine::dist {
 namespace {
@@ -18,10 +19,10 @@ std::shared_ptr<Context> make_context(std::shared_ptr<Backend> world) {
   std::iota(ranks.begin(), ranks.end(), 0);
   const int rank = world->rank();
   auto context = std::make_shared<Context>();
-  const FlightRecorderOptions options = flight_recorder_options_from_env();
+  const flight::RecorderOptions options = flight::recorder_options_from_env();
   if (options.capacity > 0) {
     context->flight_recorder =
-        std::make_shared<FlightRecorder>(rank, world->size(), world->name(), options);
+        std::make_shared<flight::Recorder>(rank, world->size(), world->name(), options);
     world = with_flight_recorder(std::move(world), context->flight_recorder);
   }
   context->default_group = std::make_shared<Group>(std::move(world), std::move(ranks), rank);

@@ -2,8 +2,8 @@
 
 #include <memory>
 
-#include "engine/dist/flight_recorder.h"
 #include "engine/dist/group.h"
+#include "engine/flight/recorder.h"
 
 namespace engine::dist {
 
@@ -19,7 +19,7 @@ struct Context {
   GroupPtr local_group;
   // Records every call on the groups above (nullptr when
   // DIST_ENGINE_FLIGHT_SIZE=0).
-  std::shared_ptr<FlightRecorder> flight_recorder;
+  std::shared_ptr<flight::Recorder> flight_recorder;
 };
 
 // Makes `world` (a backend spanning all ranks) the default group of the

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/dist/launch.h"
+#include "engine/launch/launch.h"
 
 namespace engine::dist {
 

@@ -8,14 +8,13 @@ namespace engine::flight {
 namespace {
 
 using Json = nlohmann::json;
-using dist::FlightEntry;
 
 struct Span {
   int64_t first = std::numeric_limits<int64_t>::max();
   int64_t last = 0;
 };
 
-Span span_of(const std::vector<dist::FlightRecord>& records) {
+Span span_of(const std::vector<Record>& records) {
   Span span;
   for (const auto& record : records) {
     for (const auto& e : record.entries) {
@@ -26,9 +25,9 @@ Span span_of(const std::vector<dist::FlightRecord>& records) {
   return span;
 }
 
-Json slice(const FlightEntry& e, int rank, const Span& span) {
+Json slice(const Entry& e, int rank, const Span& span) {
   const int64_t end = e.end_us > 0 ? e.end_us : span.last;
-  Json args{{"group", e.group}, {"state", dist::state_name(e.state)}};
+  Json args{{"group", e.group}, {"state", state_name(e.state)}};
   if (!e.dtype.empty()) {
     args["dtype"] = e.dtype;
     args["shape"] = e.shape;
@@ -57,7 +56,7 @@ Json process_name(int rank) {
 
 }  // namespace
 
-std::string chrome_trace(const std::vector<dist::FlightRecord>& records) {
+std::string chrome_trace(const std::vector<Record>& records) {
   const Span span = span_of(records);
   Json events = Json::array();
   for (const auto& record : records) {

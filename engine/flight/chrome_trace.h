@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/dist/flight_record.h"
+#include "engine/flight/record.h"
 
 namespace engine::flight {
 
@@ -12,6 +12,6 @@ namespace engine::flight {
 // "all_reduce #5", with group, shape, dtype, bytes, op, root, peer and state
 // as arguments. Times are microseconds from the earliest start; a call still
 // in flight ends at the latest time any record saw.
-std::string chrome_trace(const std::vector<dist::FlightRecord>& records);
+std::string chrome_trace(const std::vector<Record>& records);
 
 }  // namespace engine::flight

@@ -9,21 +9,18 @@
 namespace engine::flight {
 namespace {
 
-using dist::FlightEntry;
-using dist::FlightRecord;
-
 std::string ranks_text(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + dist::describe_ranks(ranks);
 }
 
 // Where a rank stands: the oldest call it has not finished, else its last call.
 struct Position {
-  const FlightEntry* entry = nullptr;  // nullptr: no call recorded
+  const Entry* entry = nullptr;  // nullptr: no call recorded
   bool in_flight = false;
 
   std::string text(bool plural) const {
     if (!entry) return plural ? "have recorded no call" : "has recorded no call";
-    if (in_flight && entry->state == FlightEntry::State::kFailed) {
+    if (in_flight && entry->state == Entry::State::kFailed) {
       return "failed in " + entry->describe();
     }
     if (in_flight) return (plural ? "are in " : "is in ") + entry->describe();
@@ -32,10 +29,10 @@ struct Position {
   }
 };
 
-Position position_of(const FlightRecord& record) {
+Position position_of(const Record& record) {
   Position position;
   for (const auto& e : record.entries) {
-    if (e.state != FlightEntry::State::kCompleted) return {&e, true};
+    if (e.state != Entry::State::kCompleted) return {&e, true};
     position.entry = &e;
   }
   return position;
@@ -47,7 +44,7 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
   return out;
 }
 
-std::string where_ranks_are(const std::vector<FlightRecord>& records) {
+std::string where_ranks_are(const std::vector<Record>& records) {
   // position text -> (the position, its ranks)
   std::map<std::string, std::pair<Position, std::vector<int>>> clusters;
   for (const auto& record : records) {
@@ -70,16 +67,16 @@ std::string where_ranks_are(const std::vector<FlightRecord>& records) {
 }
 
 // What every rank of a group must agree on at one call number.
-std::string signature(const FlightEntry& e) {
+std::string signature(const Entry& e) {
   return e.kind + "|" + e.dtype + dist::describe(e.shape) + "|" + std::to_string(e.root) + "|" +
          e.op;
 }
 
 // Per group, the first call number at which its ranks issued different calls.
-std::vector<std::string> divergences(const std::vector<FlightRecord>& records) {
+std::vector<std::string> divergences(const std::vector<Record>& records) {
   // group id -> seq -> signature -> (ranks, an entry)
   std::map<std::string,
-           std::map<uint64_t, std::map<std::string, std::pair<std::vector<int>, FlightEntry>>>>
+           std::map<uint64_t, std::map<std::string, std::pair<std::vector<int>, Entry>>>>
       calls;
   for (const auto& record : records) {
     for (const auto& e : record.entries) {
@@ -108,7 +105,7 @@ std::vector<std::string> divergences(const std::vector<FlightRecord>& records) {
   return found;
 }
 
-std::vector<int> missing_ranks(const std::vector<FlightRecord>& records, int world_size) {
+std::vector<int> missing_ranks(const std::vector<Record>& records, int world_size) {
   std::set<int> present;
   for (const auto& record : records) present.insert(record.rank);
   std::vector<int> missing;
@@ -118,11 +115,11 @@ std::vector<int> missing_ranks(const std::vector<FlightRecord>& records, int wor
   return missing;
 }
 
-std::vector<std::string> errors(const std::vector<FlightRecord>& records) {
+std::vector<std::string> errors(const std::vector<Record>& records) {
   std::vector<std::string> found;
   for (const auto& record : records) {
     for (const auto& e : record.entries) {
-      if (e.state != FlightEntry::State::kFailed) continue;
+      if (e.state != Entry::State::kFailed) continue;
       found.push_back("rank " + std::to_string(record.rank) + " failed in " + e.kind + " #" +
                       std::to_string(e.seq) + ": " + e.error);
       break;
@@ -133,7 +130,7 @@ std::vector<std::string> errors(const std::vector<FlightRecord>& records) {
 
 }  // namespace
 
-std::string diagnose(const std::vector<FlightRecord>& records) {
+std::string diagnose(const std::vector<Record>& records) {
   if (records.empty()) return "no flight records\n";
   int world_size = 0;
   for (const auto& record : records) world_size = std::max(world_size, record.world_size);

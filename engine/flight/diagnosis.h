@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/dist/flight_record.h"
+#include "engine/flight/record.h"
 
 namespace engine::flight {
 
@@ -13,6 +13,6 @@ namespace engine::flight {
 // "rank 3 is in all_reduce #812 (group [0-3], 4 MiB Float[1048576], sum)
 // while ranks 0-2 are in broadcast #813 (...)"; the first call number at which
 // ranks of a group issued different collectives; and the errors the ranks got.
-std::string diagnose(const std::vector<dist::FlightRecord>& records);
+std::string diagnose(const std::vector<Record>& records);
 
 }  // namespace engine::flight

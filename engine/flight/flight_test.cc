@@ -6,20 +6,17 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/dist/errors.h"
-#include "engine/dist/flight_record.h"
 #include "engine/flight/chrome_trace.h"
 #include "engine/flight/diagnosis.h"
+#include "engine/flight/record.h"
 #include "engine/flight/record_files.h"
 
 namespace engine::flight {
 namespace {
 
-using dist::FlightEntry;
-using dist::FlightRecord;
-
-FlightEntry call(const std::string& kind, uint64_t seq, FlightEntry::State state,
-                 int64_t start_us = 0, int64_t end_us = 0) {
-  FlightEntry e;
+Entry call(const std::string& kind, uint64_t seq, Entry::State state, int64_t start_us = 0,
+           int64_t end_us = 0) {
+  Entry e;
   e.kind = kind;
   e.seq = seq;
   e.group = {0, 1, 2, 3};
@@ -34,19 +31,19 @@ FlightEntry call(const std::string& kind, uint64_t seq, FlightEntry::State state
   return e;
 }
 
-FlightRecord record(int rank, std::vector<FlightEntry> entries) {
-  FlightRecord r{rank, 4, "gloo", "timeout"};
+Record record(int rank, std::vector<Entry> entries) {
+  Record r{rank, 4, "gloo", "timeout"};
   r.total = entries.size();
   r.entries = std::move(entries);
   return r;
 }
 
-const auto kDone = FlightEntry::State::kCompleted;
-const auto kStarted = FlightEntry::State::kStarted;
-const auto kFailed = FlightEntry::State::kFailed;
+const auto kDone = Entry::State::kCompleted;
+const auto kStarted = Entry::State::kStarted;
+const auto kFailed = Entry::State::kFailed;
 
 TEST(Diagnosis, NamesTheRankThatIsBehind) {
-  std::vector<FlightRecord> records;
+  std::vector<Record> records;
   for (int r = 0; r < 3; ++r) {
     records.push_back(
         record(r, {call("all_reduce", 812, kDone, 10, 20), call("broadcast", 813, kStarted, 30)}));
@@ -62,7 +59,7 @@ TEST(Diagnosis, NamesTheRankThatIsBehind) {
 }
 
 TEST(Diagnosis, FindsTheFirstCallWhereRanksDiverged) {
-  std::vector<FlightRecord> records;
+  std::vector<Record> records;
   for (int r = 0; r < 4; ++r) {
     const bool odd = r == 2;
     records.push_back(record(r, {
@@ -86,9 +83,9 @@ TEST(Diagnosis, FindsTheFirstCallWhereRanksDiverged) {
 }
 
 TEST(Diagnosis, TellsApartGroupsWithTheSameRanks) {
-  std::vector<FlightRecord> records;
+  std::vector<Record> records;
   for (int r = 0; r < 4; ++r) {
-    FlightEntry other = call("broadcast", 1, kDone);
+    Entry other = call("broadcast", 1, kDone);
     other.group_id = "0.1";  // a new_group of the same ranks, with its own numbering
     records.push_back(record(r, {call("all_reduce", 1, kDone), other}));
   }
@@ -97,8 +94,8 @@ TEST(Diagnosis, TellsApartGroupsWithTheSameRanks) {
 }
 
 TEST(Diagnosis, NamesRanksWithoutARecord) {
-  std::vector<FlightRecord> records{record(0, {call("all_reduce", 1, kStarted)}),
-                                    record(2, {call("all_reduce", 1, kStarted)})};
+  std::vector<Record> records{record(0, {call("all_reduce", 1, kStarted)}),
+                              record(2, {call("all_reduce", 1, kStarted)})};
   const std::string text = diagnose(records);
   EXPECT_NE(text.find("flight records of 2 of 4 ranks"), std::string::npos) << text;
   EXPECT_NE(text.find("no record from ranks 1, 3"), std::string::npos) << text;
@@ -106,26 +103,26 @@ TEST(Diagnosis, NamesRanksWithoutARecord) {
 }
 
 TEST(Diagnosis, SaysWhenARankHasNothingInFlight) {
-  std::vector<FlightRecord> records{record(0, {call("all_reduce", 1, kStarted)}),
-                                    record(1, {call("barrier", 7, kDone)})};
+  std::vector<Record> records{record(0, {call("all_reduce", 1, kStarted)}),
+                              record(1, {call("barrier", 7, kDone)})};
   const std::string text = diagnose(records);
   EXPECT_NE(text.find("rank 1 has no call in flight (last: barrier #7"), std::string::npos) << text;
 }
 
 TEST(FlightRecordJson, RoundTripsEveryField) {
-  FlightRecord original = record(3, {call("broadcast", 5, kFailed, 100, 250)});
+  Record original = record(3, {call("broadcast", 5, kFailed, 100, 250)});
   original.entries[0].error = "timed out";
   original.entries[0].peer = -1;
   original.total = 1234;
-  const FlightRecord back = dist::flight_record_from_json(dist::to_json(original), "memory");
-  EXPECT_EQ(dist::to_json(back), dist::to_json(original));
+  const Record back = record_from_json(to_json(original), "memory");
+  EXPECT_EQ(to_json(back), to_json(original));
   EXPECT_EQ(back.total, 1234u);
   EXPECT_EQ(back.entries.at(0).state, kFailed);
 }
 
 TEST(FlightRecordJson, RejectsAForeignFileNamingIt) {
   try {
-    dist::flight_record_from_json("{\"rank\": 1}", "x.json");
+    record_from_json("{\"rank\": 1}", "x.json");
     FAIL() << "no error";
   } catch (const dist::InvalidArgument& error) {
     EXPECT_NE(std::string(error.what()).find("flight record x.json is not readable"),
@@ -135,7 +132,7 @@ TEST(FlightRecordJson, RejectsAForeignFileNamingIt) {
 }
 
 TEST(ChromeTrace, OneSlicePerCallOneProcessPerRank) {
-  std::vector<FlightRecord> records{
+  std::vector<Record> records{
       record(0, {call("all_reduce", 1, kDone, 1000, 1500), call("broadcast", 2, kStarted, 1600)}),
       record(1, {call("all_reduce", 1, kDone, 1100, 1400)})};
   const auto trace = nlohmann::json::parse(chrome_trace(records));
@@ -169,8 +166,8 @@ class RecordFiles : public ::testing::Test {
 };
 
 TEST_F(RecordFiles, ReadsEveryRankOfAFolderInRankOrder) {
-  write("flight_rank1.json", dist::to_json(record(1, {})));
-  write("flight_rank0.json", dist::to_json(record(0, {})));
+  write("flight_rank1.json", to_json(record(1, {})));
+  write("flight_rank0.json", to_json(record(0, {})));
   write("other.json", "not a record");
   const auto records = read_flight_records({dir_.string()});
   ASSERT_EQ(records.size(), 2u);
@@ -180,8 +177,8 @@ TEST_F(RecordFiles, ReadsEveryRankOfAFolderInRankOrder) {
 
 TEST_F(RecordFiles, RefusesTwoRecordsOfOneRankAndEmptyFolders) {
   EXPECT_THROW(read_flight_records({dir_.string()}), dist::InvalidArgument);
-  write("flight_rank0.json", dist::to_json(record(0, {})));
-  write("copy.json", dist::to_json(record(0, {})));
+  write("flight_rank0.json", to_json(record(0, {})));
+  write("copy.json", to_json(record(0, {})));
   EXPECT_THROW(read_flight_records({dir_.string(), (dir_ / "copy.json").string()}),
                dist::InvalidArgument);
 }

@@ -31,18 +31,18 @@ std::vector<std::string> record_files(const std::vector<std::string>& paths) {
   return files;
 }
 
-dist::FlightRecord read_file(const std::string& path) {
+Record read_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw dist::InvalidArgument("cannot open flight record " + path);
   std::stringstream text;
   text << in.rdbuf();
-  return dist::flight_record_from_json(text.str(), path);
+  return record_from_json(text.str(), path);
 }
 
 }  // namespace
 
-std::vector<dist::FlightRecord> read_flight_records(const std::vector<std::string>& paths) {
-  std::vector<dist::FlightRecord> records;
+std::vector<Record> read_flight_records(const std::vector<std::string>& paths) {
+  std::vector<Record> records;
   for (const auto& file : record_files(paths)) records.push_back(read_file(file));
   if (records.empty()) {
     throw dist::InvalidArgument(

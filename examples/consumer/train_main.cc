@@ -5,7 +5,7 @@
 
 #include "engine/dist/info.h"
 #include "engine/dist/init.h"
-#include "engine/dist/launch.h"
+#include "engine/launch/launch.h"
 #include "regressor.h"
 
 int main() {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "engine/dist/flight_recorder.h"
+#include "engine/dist/flight.h"
 #include "engine/model/unit_call.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"

@@ -3,7 +3,7 @@
 # the launcher users already have, on this machine only:
 #   run_torchrun.sh N BINARY [ARGS...]
 # torchrun's agent hosts the store at MASTER_PORT (a free port picked here);
-# the ranks join it (engine/dist/launch.h, agent_store_prefix).
+# the ranks join it (engine/launch/launch.h, agent_store_prefix).
 #
 # --redirects 9:0 --tee 9:0: Debian 12's torchrun 1.13 fails on Python 3.11
 # with its default "0" (Std.from_str finds no flag for 0, because iterating an

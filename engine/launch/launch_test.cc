@@ -1,4 +1,4 @@
-#include "engine/dist/launch.h"
+#include "engine/launch/launch.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

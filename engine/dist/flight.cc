@@ -1,32 +1,20 @@
-#include "engine/dist/flight_recorder.h"
+#include "engine/dist/flight.h"
 
 #include <ATen/ATen.h>
 
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <optional>
 
 #include "engine/dist/context.h"
 #include "engine/dist/errors.h"
-#include "engine/io/atomic_file.h"
 
 namespace engine::dist {
 namespace {
 
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
 // Stamps the end of call `id`; a failure other than InvalidArgument (the
 // caller's mistake, reported at once) also dumps the record, named by the
 // error's type ("Timeout", ...).
-void record_end(FlightRecorder& recorder, uint64_t id, std::exception_ptr error) {
+void record_end(flight::Recorder& recorder, uint64_t id, std::exception_ptr error) {
   recorder.end(id, error);
   if (!error) return;
   const char* kind = dist_error_kind(error);
@@ -37,7 +25,7 @@ void record_end(FlightRecorder& recorder, uint64_t id, std::exception_ptr error)
 // A Work whose end is stamped in the recorder when the rank sees it.
 class RecordedWork : public Work {
  public:
-  RecordedWork(WorkPtr inner, std::shared_ptr<FlightRecorder> recorder, uint64_t id)
+  RecordedWork(WorkPtr inner, std::shared_ptr<flight::Recorder> recorder, uint64_t id)
       : inner_(std::move(inner)), recorder_(std::move(recorder)), id_(id) {}
 
   bool is_completed() override {
@@ -66,14 +54,14 @@ class RecordedWork : public Work {
   }
 
   WorkPtr inner_;
-  std::shared_ptr<FlightRecorder> recorder_;
+  std::shared_ptr<flight::Recorder> recorder_;
   uint64_t id_;
   bool finished_ = false;
 };
 
 class RecordingBackend : public Backend {
  public:
-  RecordingBackend(std::shared_ptr<Backend> inner, std::shared_ptr<FlightRecorder> recorder,
+  RecordingBackend(std::shared_ptr<Backend> inner, std::shared_ptr<flight::Recorder> recorder,
                    std::vector<int> global_ranks, std::string group_id)
       : inner_(std::move(inner)),
         recorder_(std::move(recorder)),
@@ -161,26 +149,26 @@ class RecordingBackend : public Backend {
     return group_rank >= 0 && group_rank < size() ? global_ranks_[group_rank] : -1;
   }
 
-  FlightCall call(const char* kind, const at::Tensor& like, uint64_t seq) const {
-    return FlightCall{kind, seq, group_, &like};
+  flight::Call call(const char* kind, const at::Tensor& like, uint64_t seq) const {
+    return flight::Call{kind, seq, group_, &like};
   }
 
-  FlightCall collective(const char* kind, const at::Tensor& like, int root = -1,
-                        std::optional<ReduceOp> op = std::nullopt) {
-    FlightCall c = call(kind, like, ++collective_seq_);
+  flight::Call collective(const char* kind, const at::Tensor& like, int root = -1,
+                          std::optional<ReduceOp> op = std::nullopt) {
+    flight::Call c = call(kind, like, ++collective_seq_);
     c.root = root < 0 ? -1 : global_rank(root);
     if (op) c.op = reduce_op_name(*op);
     return c;
   }
 
-  FlightCall point_to_point(const char* kind, const at::Tensor& like, int peer) {
-    FlightCall c = call(kind, like, ++point_to_point_seq_);
+  flight::Call point_to_point(const char* kind, const at::Tensor& like, int peer) {
+    flight::Call c = call(kind, like, ++point_to_point_seq_);
     c.peer = global_rank(peer);
     return c;
   }
 
   template <typename Start>
-  WorkPtr track(const FlightCall& call, Start start) {
+  WorkPtr track(const flight::Call& call, Start start) {
     const uint64_t id = recorder_->begin(call);
     WorkPtr work;
     try {
@@ -193,7 +181,7 @@ class RecordingBackend : public Backend {
   }
 
   std::shared_ptr<Backend> inner_;
-  std::shared_ptr<FlightRecorder> recorder_;
+  std::shared_ptr<flight::Recorder> recorder_;
   std::vector<int> global_ranks_;
   std::string group_id_;
   uint32_t group_;
@@ -202,7 +190,7 @@ class RecordingBackend : public Backend {
   uint64_t point_to_point_seq_ = 0;
 };
 
-FlightRecorder& current_recorder() {
+flight::Recorder& current_recorder() {
   Context* context = current_context();
   if (!context) {
     throw InvalidArgument("the flight recorder needs an initialised rank: call init_dist first");
@@ -217,151 +205,15 @@ FlightRecorder& current_recorder() {
 
 }  // namespace
 
-FlightRecorderOptions flight_recorder_options_from_env() {
-  FlightRecorderOptions options;
-  if (const char* size = std::getenv("DIST_ENGINE_FLIGHT_SIZE")) {
-    char* end = nullptr;
-    const long long value = std::strtoll(size, &end, 10);
-    if (*size == '\0' || *end != '\0' || value < 0) {
-      throw InvalidArgument(std::string("DIST_ENGINE_FLIGHT_SIZE must be a count of calls >= 0 "
-                                        "(0 turns the flight recorder off), got '") +
-                            size + "'");
-    }
-    options.capacity = static_cast<size_t>(value);
-  }
-  if (const char* dir = std::getenv("DIST_ENGINE_FLIGHT_DIR")) options.dump_dir = dir;
-  return options;
-}
-
-FlightRecorder::FlightRecorder(int rank, int world_size, std::string backend,
-                               FlightRecorderOptions options)
-    : rank_(rank),
-      world_size_(world_size),
-      backend_(std::move(backend)),
-      options_(std::move(options)) {}
-
-uint32_t FlightRecorder::add_group(std::vector<int> global_ranks, std::string id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  groups_.push_back(Group{std::move(global_ranks), std::move(id)});
-  return static_cast<uint32_t>(groups_.size() - 1);
-}
-
-void FlightRecorder::Slot::write(const FlightCall& call, int64_t start) {
-  kind = call.kind;
-  seq = call.seq;
-  group = call.group;
-  const at::Tensor& like = *call.like;
-  dtype = c10::ScalarType::Undefined;
-  shape.clear();
-  bytes = 0;
-  if (like.defined()) {
-    dtype = like.scalar_type();
-    shape.append(like.sizes().begin(), like.sizes().end());
-    bytes = static_cast<int64_t>(like.nbytes());
-  }
-  root = call.root;
-  peer = call.peer;
-  op = call.op;
-  start_us = start;
-  end_us = 0;
-  state = FlightEntry::State::kStarted;
-  error.clear();
-}
-
-FlightEntry FlightRecorder::Slot::entry(const Group& g) const {
-  FlightEntry e;
-  e.kind = kind;
-  e.seq = seq;
-  e.group = g.global_ranks;
-  e.group_id = g.id;
-  if (dtype != c10::ScalarType::Undefined) e.dtype = c10::toString(dtype);
-  e.shape.assign(shape.begin(), shape.end());
-  e.bytes = bytes;
-  e.root = root;
-  e.peer = peer;
-  e.op = op;
-  e.start_us = start_us;
-  e.end_us = end_us;
-  e.state = state;
-  e.error = error;
-  return e;
-}
-
-uint64_t FlightRecorder::begin(const FlightCall& call) {
-  const int64_t start = now_us();
-  std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t id = total_++;
-  if (options_.capacity == 0) return id;
-  if (ring_.size() < options_.capacity) ring_.emplace_back();
-  ring_[id % options_.capacity].write(call, start);
-  return id;
-}
-
-FlightRecorder::Slot* FlightRecorder::find(uint64_t id) {
-  if (options_.capacity == 0 || id + options_.capacity < total_) return nullptr;
-  return &ring_[id % options_.capacity];
-}
-
-void FlightRecorder::end(uint64_t id, std::exception_ptr error) {
-  std::string message;
-  if (error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      message = first_line(e.what());
-    } catch (...) {
-      message = "unknown error";
-    }
-  }
-  const int64_t end = now_us();
-  std::lock_guard<std::mutex> lock(mutex_);
-  Slot* slot = find(id);
-  if (!slot || slot->state != FlightEntry::State::kStarted) return;
-  slot->end_us = end;
-  slot->state = error ? FlightEntry::State::kFailed : FlightEntry::State::kCompleted;
-  slot->error = std::move(message);
-}
-
-FlightRecord FlightRecorder::snapshot(const std::string& reason) const {
-  FlightRecord record{rank_, world_size_, backend_, reason};
-  std::lock_guard<std::mutex> lock(mutex_);
-  record.total = total_;
-  const uint64_t kept = ring_.size();
-  for (uint64_t id = total_ - kept; id < total_; ++id) {
-    const Slot& slot = ring_[id % options_.capacity];
-    record.entries.push_back(slot.entry(groups_[slot.group]));
-  }
-  return record;
-}
-
-std::string FlightRecorder::dump(const std::string& dir, const std::string& reason) const {
-  const std::string path = dir + "/flight_rank" + std::to_string(rank_) + ".json";
-  io::write_atomically(path, {to_json(snapshot(reason))});
-  return path;
-}
-
-void FlightRecorder::dump_after_failure(const std::string& reason) const {
-  if (options_.dump_dir.empty()) return;
-  try {
-    const std::string path = dump(options_.dump_dir, reason);
-    std::cerr << "[rank " << rank_ << "] flight record (" << reason << ") written to " << path
-              << "; diagnose with: bazel run //tools/flight -- diagnose " << options_.dump_dir
-              << "\n";
-  } catch (const std::exception& error) {
-    std::cerr << "[rank " << rank_ << "] could not write the flight record: " << error.what()
-              << "\n";
-  }
-}
-
 std::shared_ptr<Backend> with_flight_recorder(std::shared_ptr<Backend> world,
-                                              std::shared_ptr<FlightRecorder> recorder) {
+                                              std::shared_ptr<flight::Recorder> recorder) {
   std::vector<int> everyone(world->size());
   for (int r = 0; r < world->size(); ++r) everyone[r] = r;
   return std::make_shared<RecordingBackend>(std::move(world), std::move(recorder),
                                             std::move(everyone), "0");
 }
 
-FlightRecord flight_record(const std::string& reason) {
+flight::Record flight_record(const std::string& reason) {
   return current_recorder().snapshot(reason);
 }
 

@@ -1,11 +1,11 @@
-#include "engine/dist/launch.h"
+#include "engine/launch/launch.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
 #include "engine/dist/errors.h"
-#include "engine/dist/hostlist.h"
+#include "engine/launch/hostlist.h"
 
 extern char** environ;
 

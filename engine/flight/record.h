@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-namespace engine::dist {
+namespace engine::flight {
 
 // One collective (or point-to-point call) as a rank's flight recorder saw it.
-struct FlightEntry {
+struct Entry {
   enum class State { kStarted, kCompleted, kFailed };
 
   std::string kind;  // "all_reduce", "send", ...
@@ -38,21 +38,21 @@ struct FlightEntry {
 };
 
 // The last entries of one rank, oldest first.
-struct FlightRecord {
+struct Record {
   int rank = 0;
   int world_size = 0;
   std::string backend;
   std::string reason;  // why it was taken: "Timeout", "CollectiveMismatch", "on demand", ...
   uint64_t total = 0;  // calls recorded since the start; entries hold the last ones
-  std::vector<FlightEntry> entries;
+  std::vector<Entry> entries;
 };
 
-const char* state_name(FlightEntry::State state);
+const char* state_name(Entry::State state);
 // "512 B", "4 KiB", "1.5 MiB".
 std::string describe_bytes(int64_t bytes);
 
-std::string to_json(const FlightRecord& record);
+std::string to_json(const Record& record);
 // Throws InvalidArgument naming `origin` (a file name) and what is wrong.
-FlightRecord flight_record_from_json(const std::string& text, const std::string& origin);
+Record record_from_json(const std::string& text, const std::string& origin);
 
-}  // namespace engine::dist
+}  // namespace engine::flight

@@ -1,4 +1,4 @@
-#include "engine/dist/hostlist.h"
+#include "engine/launch/hostlist.h"
 
 #include <cctype>
 

@@ -11,16 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "engine/dist/backend.h"
-#include "engine/dist/flight_record.h"
+#include "engine/flight/record.h"
 
-namespace engine::dist {
+namespace engine::flight {
 
 // Like PyTorch's NCCL flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE), for
 // every backend: each rank keeps its last calls, written to a file when a
 // collective fails with a timeout, a mismatch or a peer failure (if a folder
 // is set) and on demand. tools/flight reads the files of all ranks.
-struct FlightRecorderOptions {
+struct RecorderOptions {
   // DIST_ENGINE_FLIGHT_SIZE: how many calls to keep; 0 turns recording off.
   size_t capacity = 2000;
   // DIST_ENGINE_FLIGHT_DIR: where a failure writes flight_rank<R>.json;
@@ -29,14 +28,14 @@ struct FlightRecorderOptions {
 };
 
 // Reads the variables above; InvalidArgument names a malformed one.
-FlightRecorderOptions flight_recorder_options_from_env();
+RecorderOptions recorder_options_from_env();
 
-// A call as the recording backend sees it start (the FlightEntry fields it
+// A call as the recording backend sees it start (the Entry fields it
 // knows), pointing at what the backend keeps anyway.
-struct FlightCall {
+struct Call {
   const char* kind;  // a literal: the ring keeps the pointer
   uint64_t seq;
-  uint32_t group;  // FlightRecorder::add_group's index
+  uint32_t group;  // Recorder::add_group's index
   // The call's tensor (undefined when it moves none); read by begin() only.
   const at::Tensor* like;
   int root = -1;
@@ -45,23 +44,23 @@ struct FlightCall {
 };
 
 // One rank's ring of entries. Thread-safe.
-class FlightRecorder {
+class Recorder {
  public:
-  FlightRecorder(int rank, int world_size, std::string backend, FlightRecorderOptions options);
+  Recorder(int rank, int world_size, std::string backend, RecorderOptions options);
 
-  // Registers a group (its global ranks and its id, see FlightEntry) for
-  // FlightCall::group.
+  // Registers a group (its global ranks and its id, see Entry) for
+  // Call::group.
   uint32_t add_group(std::vector<int> global_ranks, std::string id);
   // Stamps the start and writes the call's entry; returns its id. The ring
   // keeps calls in fixed-size slots (literals by pointer, the group by
   // index) written over the one they push out, so that recording allocates
   // nothing: a call of a few microseconds notices it.
-  uint64_t begin(const FlightCall& call);
+  uint64_t begin(const Call& call);
   // Stamps the end: completed when `error` is nullptr, else failed with its
   // message. A no-op when already ended or pushed out of the ring.
   void end(uint64_t id, std::exception_ptr error);
 
-  FlightRecord snapshot(const std::string& reason) const;
+  Record snapshot(const std::string& reason) const;
   // Writes the snapshot to <dir>/flight_rank<R>.json, atomically; returns the path.
   std::string dump(const std::string& dir, const std::string& reason) const;
   // After a failed call: dumps to options().dump_dir when set and says where
@@ -70,14 +69,14 @@ class FlightRecorder {
   void dump_after_failure(const std::string& reason) const;
 
   int rank() const { return rank_; }
-  const FlightRecorderOptions& options() const { return options_; }
+  const RecorderOptions& options() const { return options_; }
 
  private:
   struct Group {
     std::vector<int> global_ranks;
     std::string id;
   };
-  // A FlightEntry as the ring keeps it.
+  // A Entry as the ring keeps it.
   struct Slot {
     const char* kind = "";
     uint64_t seq = 0;
@@ -90,12 +89,12 @@ class FlightRecorder {
     const char* op = "";
     int64_t start_us = 0;
     int64_t end_us = 0;
-    FlightEntry::State state = FlightEntry::State::kStarted;
+    Entry::State state = Entry::State::kStarted;
     std::string error;
 
     // Every field, so that nothing of the call it replaces remains.
-    void write(const FlightCall& call, int64_t start);
-    FlightEntry entry(const Group& group) const;
+    void write(const Call& call, int64_t start);
+    Entry entry(const Group& group) const;
   };
 
   Slot* find(uint64_t id);
@@ -103,22 +102,11 @@ class FlightRecorder {
   const int rank_;
   const int world_size_;
   const std::string backend_;
-  const FlightRecorderOptions options_;
+  const RecorderOptions options_;
   mutable std::mutex mutex_;
   std::vector<Group> groups_;
   std::vector<Slot> ring_;  // entry id sits at id % capacity
   uint64_t total_ = 0;
 };
 
-// Wraps a backend spanning all ranks so that every call it (and the groups
-// split from it) makes is recorded in `recorder`.
-std::shared_ptr<Backend> with_flight_recorder(std::shared_ptr<Backend> world,
-                                              std::shared_ptr<FlightRecorder> recorder);
-
-// The calling rank's record. InvalidArgument when the rank is not
-// initialised or recording is off (DIST_ENGINE_FLIGHT_SIZE=0).
-FlightRecord flight_record(const std::string& reason = "on demand");
-// Writes the calling rank's record to <dir>/flight_rank<R>.json; returns the path.
-std::string dump_flight_record(const std::string& dir, const std::string& reason = "on demand");
-
-}  // namespace engine::dist
+}  // namespace engine::flight
