@@ -4,10 +4,12 @@
 # process suites over mpi and gloo in 2 and 4 processes, engine-launch's
 # tests), the consumer example workspace's tests, then the simulator suites
 # again under ThreadSanitizer, then builds
-# the nccl backend with --config=cuda. Exits non-zero if anything fails.
+# the nccl backend with --config=cuda. First, that the README and docs/ name
+# only files that exist. Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+bash tools/check_docs.sh
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -16,7 +16,7 @@ ops=${2:-all_reduce}
 backends=${3:-sim}
 sweep=(--min-bytes 4K --max-bytes 64M --factor 4)
 bazel build //tools/bench:collectives //tools/bench:mpi_peer //tools/launch:engine-launch
-mkdir -p bench/out  # JSON records of each run (not committed; RESULTS.md is the record)
+mkdir -p bench/out  # JSON records of each run (not committed; bench/RESULTS.md and HISTORY.md are the record)
 ours=bazel-bin/tools/bench/collectives
 # More ranks than cores: Open MPI must yield instead of busy-polling.
 mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")

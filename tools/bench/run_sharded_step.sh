@@ -2,7 +2,7 @@
 # The sharded-training step benchmark: for each model (large ~25M, xl ~100M
 # parameters, Adam) and rank count, every strategy (DDP, the peer, first)
 # on gloo (engine-launch) and on mpi (mpirun), one after the other in one
-# run. There is no Python FSDP peer here (bench/RESULTS.md says why).
+# run. There is no Python FSDP peer here (bench/HISTORY.md says why).
 #   bash tools/bench/run_sharded_step.sh [ranks...]      (default: 1 2 4)
 # MODELS="large xl" and STRATEGIES="ddp zero1 ..." narrow the grid; STEPS
 # (default 10) timed steps after 2 warmup steps.

@@ -19,7 +19,7 @@ namespace engine::dist::mpi {
 // all_gather on up to 8 ranks, with blocks below 1 MiB, is a direct exchange
 // of point-to-point messages (every rank's block goes from its input straight
 // into every other rank's output): libnbc's MPI_Iallgather schedule costs 2-3x
-// the blocking MPI_Allgather there (bench/RESULTS.md), the exchange costs the
+// the blocking MPI_Allgather there (bench/HISTORY.md), the exchange costs the
 // same. From 1 MiB blocks libnbc's is the faster of the two (5-10% at 16 MiB
 // on 2 ranks), except in the jobs where it runs 1.3-1.6x slower throughout,
 // which plain MPI programs see too (eleventh figures): the exchange has no
@@ -28,7 +28,7 @@ namespace engine::dist::mpi {
 // all_reduce on up to 8 ranks (a rank receives at most 64 KiB) is an
 // exchange of whole tensors that every rank then reduces itself, in rank
 // order: one round of messages where libnbc's ring takes several (0.7-0.9x
-// its time from 8 to 32 KiB on 2 ranks, bench/RESULTS.md). reduce_scatter on
+// its time from 8 to 32 KiB on 2 ranks, bench/HISTORY.md). reduce_scatter on
 // up to 8 ranks (both forms, for the ops the engine's kernel reduces) is an
 // exchange too: each rank sends block p of its input to rank p and reduces
 // the blocks it receives, in rank order, the first of them received into
