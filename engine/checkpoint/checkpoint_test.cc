@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "engine/checkpoint/file.h"
@@ -17,6 +18,33 @@ namespace engine::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The real file system, except that renaming runs `instead` (which dies or
+// throws), so that a save stops where its file is complete but not in place.
+class StopsAtRename : public io::FileSystem {
+ public:
+  explicit StopsAtRename(std::function<void()> instead) : instead_(std::move(instead)) {}
+
+  int create_directories(const std::string& folder) override {
+    return real_.create_directories(folder);
+  }
+  int open_for_write(const std::string& path, int& handle) override {
+    return real_.open_for_write(path, handle);
+  }
+  int write(int handle, std::string_view data) override { return real_.write(handle, data); }
+  int sync(int handle) override { return real_.sync(handle); }
+  int close(int handle) override { return real_.close(handle); }
+  int rename(const std::string&, const std::string&) override {
+    instead_();
+    return 0;
+  }
+  int remove(const std::string& path) override { return real_.remove(path); }
+  int sync_folder(const std::string& folder) override { return real_.sync_folder(folder); }
+
+ private:
+  io::FileSystem& real_ = io::posix_file_system();
+  std::function<void()> instead_;
+};
 
 class CheckpointFileTest : public ::testing::Test {
  protected:
@@ -73,7 +101,8 @@ TEST_F(CheckpointFileTest, ACrashBetweenWriteAndRenameLeavesTheOldFileWhole) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    save_file(path_, content(2), [](const std::string&) { ::_exit(42); });
+    StopsAtRename dies([] { ::_exit(42); });
+    save_file(path_, content(2), dies);
     ::_exit(0);
   }
   int status = 0;
@@ -86,9 +115,8 @@ TEST_F(CheckpointFileTest, ACrashBetweenWriteAndRenameLeavesTheOldFileWhole) {
 
 TEST_F(CheckpointFileTest, AFailedWriteRemovesItsTemporaryFileAndKeepsTheOld) {
   save_file(path_, content(1));
-  EXPECT_THROW(
-      save_file(path_, content(2), [](const std::string&) { throw CheckpointError("disk full"); }),
-      CheckpointError);
+  StopsAtRename throws([] { throw io::FileError("disk full"); });
+  EXPECT_THROW(save_file(path_, content(2), throws), CheckpointError);
   EXPECT_EQ(value_of(load_file(path_)), 1.0);
   EXPECT_EQ(files_in_folder(), 1u);
 }

@@ -43,8 +43,7 @@ uint32_t checksum(const char* data, size_t size) {
 
 }  // namespace
 
-void save_file(const std::string& path, const c10::IValue& content,
-               const BeforeRename& before_rename) {
+void save_file(const std::string& path, const c10::IValue& content, io::FileSystem& fs) {
   const at::Tensor payload = dist::pickle(content);
   const std::string_view bytes(static_cast<const char*>(payload.data_ptr()),
                                static_cast<size_t>(payload.numel()));
@@ -56,7 +55,7 @@ void save_file(const std::string& path, const c10::IValue& content,
   try {
     io::write_atomically(
         path, {std::string_view(reinterpret_cast<const char*>(&header), sizeof(header)), bytes},
-        before_rename);
+        fs);
   } catch (const io::FileError& error) {
     throw CheckpointError(std::string("checkpoint ") + error.what());
   }

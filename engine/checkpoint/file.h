@@ -18,15 +18,13 @@ class CheckpointError : public dist::DistError {
   using dist::DistError::DistError;
 };
 
-// Test seam: see io::write_atomically.
-using BeforeRename = io::BeforeRename;
-
 // Writes `content` to `path` so that `path` holds either its old content or
 // the whole new file, never a torn one: a temporary file in the same folder,
 // flushed and fsync'ed, renamed over `path`, then the folder fsync'ed.
 // Throws CheckpointError if the disk refuses (the temporary file is removed).
+// `fs`: see io::write_atomically.
 void save_file(const std::string& path, const c10::IValue& content,
-               const BeforeRename& before_rename = {});
+               io::FileSystem& fs = io::posix_file_system());
 
 // Reads and verifies a file written by save_file.
 c10::IValue load_file(const std::string& path);

@@ -1,7 +1,5 @@
 #include "engine/io/atomic_file.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,77 +9,69 @@
 namespace engine::io {
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw FileError(path + ": " + what);
+[[noreturn]] void fail(const std::string& path, const std::string& what, int error) {
+  throw FileError(path + ": " + what + ": " + std::strerror(error));
 }
 
-void write_all(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(path, std::string("write failed: ") + std::strerror(errno));
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-void sync_folder(const std::filesystem::path& folder) {
-  const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;  // best effort: some filesystems cannot open folders
-  ::fsync(fd);
-  ::close(fd);
-}
-
-// Owns a file descriptor and the temporary file until it is renamed.
+// Owns the temporary file until it is renamed: removed if anything fails.
 class TemporaryFile {
  public:
-  explicit TemporaryFile(const std::string& final_path)
-      : path_(final_path + ".tmp." + std::to_string(::getpid())) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail(final_path, "cannot create " + path_ + ": " + std::strerror(errno));
+  TemporaryFile(FileSystem& fs, const std::string& final_path)
+      : fs_(fs), final_path_(final_path), path_(final_path + ".tmp." + std::to_string(::getpid())) {
+    if (const int error = fs_.open_for_write(path_, handle_)) {
+      handle_ = -1;
+      fail(final_path_, "cannot create " + path_, error);
+    }
   }
   ~TemporaryFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!renamed_) ::unlink(path_.c_str());
+    if (handle_ >= 0) fs_.close(handle_);
+    if (!renamed_) fs_.remove(path_);
   }
   TemporaryFile(const TemporaryFile&) = delete;
   TemporaryFile& operator=(const TemporaryFile&) = delete;
 
-  int fd() const { return fd_; }
-  const std::string& path() const { return path_; }
-  void sync_and_close(const std::string& final_path) {
-    if (::fsync(fd_) != 0) fail(final_path, std::string("fsync failed: ") + std::strerror(errno));
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail(final_path, std::string("close failed: ") + std::strerror(errno));
+  void write(std::string_view data) {
+    if (const int error = fs_.write(handle_, data)) fail(final_path_, "write failed", error);
   }
-  void rename_to(const std::string& final_path) {
-    if (::rename(path_.c_str(), final_path.c_str()) != 0) {
-      fail(final_path, "cannot rename " + path_ + ": " + std::strerror(errno));
+  void sync_and_close() {
+    if (const int error = fs_.sync(handle_)) fail(final_path_, "fsync failed", error);
+    const int handle = handle_;
+    handle_ = -1;
+    if (const int error = fs_.close(handle)) fail(final_path_, "close failed", error);
+  }
+  void rename_into_place() {
+    if (const int error = fs_.rename(path_, final_path_)) {
+      fail(final_path_, "cannot rename " + path_, error);
     }
     renamed_ = true;
   }
 
  private:
-  std::string path_;
-  int fd_ = -1;
+  FileSystem& fs_;
+  const std::string final_path_;
+  const std::string path_;
+  int handle_ = -1;
   bool renamed_ = false;
 };
 
 }  // namespace
 
 void write_atomically(const std::string& path, const std::vector<std::string_view>& pieces,
-                      const BeforeRename& before_rename) {
-  const std::filesystem::path final_path(path);
-  std::error_code error;
-  if (final_path.has_parent_path())
-    std::filesystem::create_directories(final_path.parent_path(), error);
-  if (error) fail(path, "cannot create its folder: " + error.message());
-  TemporaryFile file(path);
-  for (const auto piece : pieces) write_all(file.fd(), piece, path);
-  file.sync_and_close(path);
-  if (before_rename) before_rename(file.path());
-  file.rename_to(path);
-  sync_folder(final_path.parent_path());
+                      FileSystem& fs) {
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  if (!folder.empty()) {
+    if (const int error = fs.create_directories(folder))
+      fail(path, "cannot create its folder", error);
+  }
+  TemporaryFile file(fs, path);
+  for (const auto piece : pieces) file.write(piece);
+  file.sync_and_close();
+  file.rename_into_place();
+  // Until the folder is synced the rename may be lost in a crash. File
+  // systems that cannot sync a folder say EINVAL; any other failure means
+  // the new file may not survive one, which the caller must hear.
+  const int error = fs.sync_folder(folder);
+  if (error != 0 && error != EINVAL) fail(path, "cannot sync its folder", error);
 }
 
 }  // namespace engine::io

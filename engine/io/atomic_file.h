@@ -1,10 +1,11 @@
 #pragma once
 
-#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine/io/file_system.h"
 
 namespace engine::io {
 
@@ -14,16 +15,16 @@ class FileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Test seam: runs after the temporary file is complete and synced, before
-// it is renamed to its final name.
-using BeforeRename = std::function<void(const std::string& temporary_path)>;
-
 // Writes the concatenation of `pieces` to `path` so that `path` holds either
 // its old content or the whole new file, never a torn one: a temporary file in
 // the same folder (created with its parents), fsync'ed, renamed over `path`,
-// then the folder fsync'ed. Throws FileError if the disk refuses; the
-// temporary file is removed then.
+// then the folder fsync'ed. When it returns, the new file is durable (unless
+// the file system cannot sync folders at all, EINVAL). Throws FileError if the
+// disk refuses (the message names `path`, the step and the system's error);
+// the temporary file is removed then, and `path` holds the old file, or the
+// new one when only the folder's sync failed. `fs` is where the
+// file operations go (tests put a crashing one there).
 void write_atomically(const std::string& path, const std::vector<std::string_view>& pieces,
-                      const BeforeRename& before_rename = {});
+                      FileSystem& fs = posix_file_system());
 
 }  // namespace engine::io

@@ -1,0 +1,64 @@
+#include "engine/io/file_system.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
+
+namespace engine::io {
+namespace {
+
+int status(bool ok) { return ok ? 0 : errno; }
+
+class PosixFileSystem : public FileSystem {
+ public:
+  int create_directories(const std::string& folder) override {
+    std::error_code error;
+    std::filesystem::create_directories(folder, error);
+    return error.value();
+  }
+
+  int open_for_write(const std::string& path, int& handle) override {
+    handle = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    return status(handle >= 0);
+  }
+
+  int write(int handle, std::string_view data) override {
+    while (!data.empty()) {
+      const ssize_t n = ::write(handle, data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errno;
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return 0;
+  }
+
+  int sync(int handle) override { return status(::fsync(handle) == 0); }
+  int close(int handle) override { return status(::close(handle) == 0); }
+
+  int rename(const std::string& from, const std::string& to) override {
+    return status(::rename(from.c_str(), to.c_str()) == 0);
+  }
+
+  int remove(const std::string& path) override { return status(::unlink(path.c_str()) == 0); }
+
+  int sync_folder(const std::string& folder) override {
+    const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return errno;
+    const int result = status(::fsync(fd) == 0);
+    ::close(fd);
+    return result;
+  }
+};
+
+}  // namespace
+
+FileSystem& posix_file_system() {
+  static PosixFileSystem file_system;
+  return file_system;
+}
+
+}  // namespace engine::io

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace engine::io {
+
+// The file operations an atomic write is made of, so that a test can put a
+// file system underneath that fails or crashes at any step (LevelDB's Env
+// habit). Every call returns 0 or an errno value; a handle is valid from
+// open_for_write until close.
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // Creates `folder` and its parents; 0 when they exist already.
+  virtual int create_directories(const std::string& folder) = 0;
+  // Creates `path`, or truncates it if it exists, for writing; sets `handle`.
+  virtual int open_for_write(const std::string& path, int& handle) = 0;
+  // Appends all of `data`.
+  virtual int write(int handle, std::string_view data) = 0;
+  // Makes what was written durable: after it, a crash keeps the content.
+  virtual int sync(int handle) = 0;
+  virtual int close(int handle) = 0;
+  // Replaces `to` with `from` in one step.
+  virtual int rename(const std::string& from, const std::string& to) = 0;
+  virtual int remove(const std::string& path) = 0;
+  // Makes the names in `folder` durable (created, renamed, removed entries);
+  // "" is the current folder.
+  virtual int sync_folder(const std::string& folder) = 0;
+};
+
+// This process's file system, through POSIX calls.
+FileSystem& posix_file_system();
+
+}  // namespace engine::io
