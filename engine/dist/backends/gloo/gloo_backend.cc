@@ -75,8 +75,10 @@ class GlooWork : public Work {
 
   bool is_completed() override { return work_->isCompleted(); }
 
-  // A wait that runs out of time throws Timeout but leaves the work pending
-  // (a late rank may still come); only a finished work's error is final.
+  // A wait that runs out of time throws Timeout but leaves a collective
+  // pending (a late rank may still come); only a finished work's error is
+  // final. Gloo itself ends a send or receive whose wait ran out (c10d passes
+  // the wait's timeout to it), so that Timeout is final.
   void wait(std::chrono::milliseconds timeout) override {
     if (timeout == kNoTimeout) timeout = timeout_;
     if (!finished_) {
@@ -95,7 +97,7 @@ class GlooWork : public Work {
         done = work_->wait(timeout);
       } catch (const std::exception& e) {
         if (!work_->isCompleted()) throw Timeout(message(timeout) + ": " + without_backtrace(e));
-        finish(failure(e));
+        finish(failure(e, timeout));
       }
       if (!done && !finished_) throw Timeout(message(timeout));
       if (!finished_) finish(nullptr);
@@ -110,12 +112,12 @@ class GlooWork : public Work {
   // same type (IoException); only its message tells them apart ("Read
   // timeout", "Timed out waiting ...": checked by
   // //testing/process:timeout_gloo_2_*).
-  std::exception_ptr failure(const std::exception& e) const {
+  std::exception_ptr failure(const std::exception& e, std::chrono::milliseconds timeout) const {
     const std::string text = e.what();
     const bool timed_out =
         dynamic_cast<const ::gloo::IoException*>(&e) != nullptr &&
         (text.find("timeout") != std::string::npos || text.find("Timed out") != std::string::npos);
-    if (timed_out) return std::make_exception_ptr(Timeout(message(timeout_) + ": " + e.what()));
+    if (timed_out) return std::make_exception_ptr(Timeout(message(timeout) + ": " + e.what()));
     return std::make_exception_ptr(
         PeerFailure(on_rank(rank_, std::string("gloo ") + what_ + " failed: " + e.what())));
   }
@@ -397,16 +399,29 @@ WorkPtr GlooBackend::all_to_all(std::vector<at::Tensor>& outputs,
 
 WorkPtr GlooBackend::barrier() { return wrap(group_->barrier(), "barrier"); }
 
+// c10d hands a send or receive to Gloo at once, in the caller's thread, so
+// a connection that Gloo already closed (it does so when a receive's wait
+// timed out) throws here: the error belongs to the Work, as for any call.
+WorkPtr GlooBackend::point_to_point(
+    const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) const {
+  try {
+    return wrap(start(), what);
+  } catch (const ::gloo::IoException& e) {
+    return completed_work(std::make_exception_ptr(
+        PeerFailure(on_rank(rank_, std::string("gloo ") + what + " failed: " + e.what()))));
+  }
+}
+
 WorkPtr GlooBackend::send(const at::Tensor& tensor, int dst, int tag) {
   if (tensor.numel() == 0) return nothing_to_move();
   std::vector<at::Tensor> tensors = {as_flat(tensor)};
-  return wrap(group_->send(tensors, dst, tag), "send");
+  return point_to_point("send", [&] { return group_->send(tensors, dst, tag); });
 }
 
 WorkPtr GlooBackend::recv(at::Tensor& tensor, int src, int tag) {
   if (tensor.numel() == 0) return nothing_to_move();
   std::vector<at::Tensor> tensors = {as_flat(tensor)};
-  return wrap(group_->recv(tensors, src, tag), "recv");
+  return point_to_point("recv", [&] { return group_->recv(tensors, src, tag); });
 }
 
 std::shared_ptr<Backend> GlooBackend::split(const std::vector<int>& ranks) {

@@ -70,6 +70,8 @@ class GlooBackend : public Backend {
   WorkPtr reduce_scatter_through_all_reduce(const at::Tensor& output, at::Tensor all, ReduceOp op);
   WorkPtr wrap(c10::intrusive_ptr<c10d::Work> work, const char* what,
                std::function<void()> on_success = nullptr) const;
+  WorkPtr point_to_point(const char* what,
+                         const std::function<c10::intrusive_ptr<c10d::Work>()>& start) const;
   // A call of the adapter's own pairs: its waiters let the pairs spin.
   WorkPtr wrap_pairs(c10::intrusive_ptr<c10d::Work> work, const char* what,
                      std::function<void()> on_success = nullptr) const;
