@@ -1,38 +1,83 @@
 #!/usr/bin/env bash
-# engine-launch end to end: environment, a crashing rank, a hanging rank, a
+# engine-launch end to end: the environment; every way a rank can end (exit
+# codes, each fatal signal, closing its output early) and what that does to
+# the job's status and to the other ranks; a rank that ignores SIGTERM; a
 # signal to the launcher. Every launch is bounded by `timeout`.
 set -uo pipefail
 launcher=$1
 fake=$2
 out=$(mktemp)
+export TEST_TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}
+checks=0
 failures=0
 fail() {
   echo "FAIL: $*"
   cat "$out"
   failures=$((failures + 1))
 }
+# launch CASE EXPECTED_STATUS ARGS...: runs engine-launch ARGS into $out.
+launch() {
+  local name=$1 expected=$2
+  shift 2
+  checks=$((checks + 1))
+  rm -f "$TEST_TMPDIR"/fake_rank_*.pid
+  timeout 60 "$launcher" "$@" > "$out" 2>&1
+  local status=$?
+  [ $status = "$expected" ] || fail "$name: exit status $status, expected $expected"
+}
+expect_line() {  # CASE PATTERN
+  grep -q "$2" "$out" || fail "$1: no line matching '$2'"
+}
+expect_no_line() {  # CASE PATTERN
+  ! grep -q "$2" "$out" || fail "$1: a line matching '$2'"
+}
+# The ranks other than $2 of $3 were stopped by the launcher's SIGTERM.
+expect_others_stopped() {
+  for r in $(seq 0 $(($3 - 1))); do
+    [ "$r" = "$2" ] || expect_line "$1" "^\[rank $r\] stopped by SIGTERM"
+  done
+}
 
 # Every rank gets torchrun's variables; output lines carry the rank.
-timeout 60 "$launcher" --nproc-per-node 3 "$fake" ok > "$out" 2>&1
-status=$?
-[ $status = 0 ] || fail "ok: exit status $status"
+launch ok 0 --nproc-per-node 3 "$fake" ok
 for r in 0 1 2; do
-  grep -q "^\[rank $r\] rank=$r local=$r world=3 local_world=3 group=0 addr=127.0.0.1 port=[1-9]" "$out" ||
-    fail "ok: rank $r's environment"
+  expect_line ok "^\[rank $r\] rank=$r local=$r world=3 local_world=3 group=0 addr=127.0.0.1 port=[1-9]"
 done
 
-# A crashing rank: the others are stopped and its status is the job's.
-timeout 60 "$launcher" --nproc-per-node 3 "$fake" crash 1 7 > "$out" 2>&1
-status=$?
-[ $status = 7 ] || fail "crash: exit status $status, expected 7"
-grep -q "rank 1 failed with status 7" "$out" || fail "crash: no report of rank 1"
+# A rank that fails: its status is the job's, it is named, the others stopped.
+launch "exit 7" 7 --nproc-per-node 3 "$fake" end 1 exit:7
+expect_line "exit 7" "rank 1 failed with status 7; stopping the others"
+expect_others_stopped "exit 7" 1 3
+
+# A rank killed by a signal: 128 + the signal, named, the others stopped.
+for signal in KILL:9 SEGV:11 ABRT:6; do
+  name=${signal%:*}
+  number=${signal#*:}
+  launch "SIG$name" $((128 + number)) --nproc-per-node 3 "$fake" end 2 "signal:$name"
+  expect_line "SIG$name" "rank 2 was killed by signal $number (SIG$name)"
+  expect_others_stopped "SIG$name" 2 3
+  expect_no_line "SIG$name" "rank [01] failed"  # stopped ranks are not failures
+  [ $name != KILL ] || expect_line SIGKILL "the kernel's out-of-memory killer sends SIGKILL"
+done
+
+# A rank that succeeds early stops nobody: the others run to their own end.
+launch "early exit 0" 0 --nproc-per-node 3 "$fake" end 0 exit:0
+expect_no_line "early exit 0" "stopped by SIGTERM"
+expect_no_line "early exit 0" "engine-launch:"
+
+# A rank that closes its output is still supervised: its exit decides.
+launch "quiet, then 5" 5 --nproc-per-node 2 "$fake" end 1 quiet:5
+expect_line "quiet, then 5" "^\[rank 1\] rank=1 "
+expect_line "quiet, then 5" "rank 1 failed with status 5"
+expect_others_stopped "quiet, then 5" 1 2
+launch "quiet, then 0" 0 --nproc-per-node 2 "$fake" end 1 quiet:0
+expect_no_line "quiet, then 0" "stopped by SIGTERM"
 
 # A rank that ignores SIGTERM is killed after the grace period.
-timeout 60 "$launcher" --nproc-per-node 3 --grace-seconds 1 "$fake" hang 2 3 > "$out" 2>&1
-status=$?
-[ $status = 3 ] || fail "hang: exit status $status, expected 3"
+launch hang 3 --nproc-per-node 3 --grace-seconds 1 "$fake" hang 2 3
 
 # SIGTERM to the launcher reaches every rank; the job ends with 128+15.
+checks=$((checks + 1))
 timeout 60 "$launcher" --nproc-per-node 2 "$fake" wait > "$out" 2>&1 &
 pid=$!
 for _ in $(seq 600); do
@@ -45,9 +90,9 @@ status=$?
 [ $status = 143 ] || fail "signal: exit status $status, expected 143"
 
 # Bad arguments are refused with usage.
-"$launcher" --nproc-per-node zero "$fake" ok > "$out" 2>&1
-[ $? = 2 ] && grep -q "usage: engine-launch" "$out" || fail "bad arguments"
+launch "bad arguments" 2 --nproc-per-node zero "$fake" ok
+expect_line "bad arguments" "usage: engine-launch"
 
 rm -f "$out"
-echo "engine-launch: $((5 - failures)) passed, $failures failed"
+echo "engine-launch: $checks launches, $failures failures"
 [ $failures = 0 ]

@@ -98,6 +98,21 @@ int status_code(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+void report_failure(int rank, int status) {
+  if (!WIFSIGNALED(status)) {
+    std::fprintf(stderr, "engine-launch: rank %d failed with status %d; stopping the others\n",
+                 rank, WEXITSTATUS(status));
+    return;
+  }
+  const int signal_number = WTERMSIG(status);
+  const char* name = sigabbrev_np(signal_number);
+  std::fprintf(
+      stderr, "engine-launch: rank %d was killed by signal %d (SIG%s)%s; stopping the others\n",
+      rank, signal_number, name ? name : "?",
+      signal_number == SIGKILL ? " (the kernel's out-of-memory killer sends SIGKILL: see dmesg)"
+                               : "");
+}
+
 void signal_all(std::vector<Rank>& ranks, int signal_number) {
   for (const auto& rank : ranks) {
     if (rank.running) kill(-rank.pid, signal_number);
@@ -168,9 +183,10 @@ int supervise(const Plan& plan) {
         int status = 0;
         if (!rank.running || waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
         rank.running = false;
-        if (status_code(status) == 0) continue;
-        std::fprintf(stderr, "engine-launch: rank %d failed with status %d; stopping the others\n",
-                     rank.global, status_code(status));
+        // Ranks stopped by the launcher end as it made them: only the first
+        // failure is news.
+        if (status_code(status) == 0 || stopping) continue;
+        report_failure(rank.global, status);
         stop_others(status_code(status));
       }
     }

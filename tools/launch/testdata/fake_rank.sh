@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # A stand-in rank for engine-launch's tests.
 #   fake_rank.sh ok                 print the environment, exit 0
-#   fake_rank.sh crash K CODE       rank K exits with CODE, the others wait
+#   fake_rank.sh end K HOW          rank K ends as HOW says, the others wait
 #   fake_rank.sh hang K CODE        rank 0 exits with CODE, rank K ignores SIGTERM
 #   fake_rank.sh wait               every rank says "ready" and waits
+# HOW: exit:CODE; signal:NAME (it kills itself: KILL, as the kernel's
+# out-of-memory killer does, SEGV, ABRT); quiet:CODE (closes its stdout and
+# stderr, runs on, then exits with CODE). When rank K ends with 0 the others
+# exit 0 once the launcher has reaped it (its pid is gone); otherwise they
+# wait to be stopped and say so when SIGTERM comes.
 # Waiting ranks sleep at most 120 s, so a launcher that fails to stop them
 # shows as a slow test, never as a hang.
 set -u
@@ -13,10 +18,42 @@ wait_long() {
   sleep 120 &
   wait $!
 }
+pid_file() { echo "$TEST_TMPDIR/fake_rank_$1.pid"; }
+end_as() {
+  echo $$ > "$(pid_file "$RANK").tmp" && mv "$(pid_file "$RANK").tmp" "$(pid_file "$RANK")"
+  case "$1" in
+    exit:*) exit "${1#exit:}" ;;
+    signal:*) kill -s "${1#signal:}" $$ ;;
+    quiet:*)
+      exec >&- 2>&-
+      sleep 0.2
+      exit "${1#quiet:}" ;;
+  esac
+  exit 99  # a signal that did not end it
+}
+# Returns once rank $1's process is gone (reaped, not a zombie), within 120 s.
+await_reaped() {
+  for _ in $(seq 2400); do
+    if [ -f "$(pid_file "$1")" ] && ! kill -0 "$(cat "$(pid_file "$1")")" 2> /dev/null; then
+      return 0
+    fi
+    sleep 0.05
+  done
+  return 1
+}
 case "$mode" in
   ok) exit 0 ;;
-  crash)
-    [ "$RANK" = "$2" ] && exit "$3"
+  end)
+    [ "$RANK" = "$2" ] && end_as "$3"
+    trap 'echo "stopped by SIGTERM"; exit 143' TERM
+    echo ready
+    if [ "${3#*:}" = 0 ]; then
+      await_reaped "$2" || exit 98
+      # A launcher that stops the others when a rank succeeds does so as it
+      # reaps it: give its SIGTERM time to arrive.
+      sleep 1
+      exit 0
+    fi
     wait_long ;;
   hang)
     [ "$RANK" = 0 ] && exit "$3"
