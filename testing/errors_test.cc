@@ -3,12 +3,15 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
+#include "engine/dist/describe.h"
 #include "engine/dist/dist.h"
+#include "sim/world.h"
 #include "testing/harness.h"
 #include "testing/property.h"
 
@@ -36,6 +39,23 @@ std::vector<std::string> errors_of(int n, const std::function<void(int)>& call,
         return "";
       },
       options);
+}
+
+std::string kind_of(const std::exception_ptr& error) {
+  const char* kind = sim::error_kind(error);
+  return kind ? kind : "none";
+}
+
+// Sorted global ranks of a group of at least 2 of `n` ranks, any shape.
+rc::Gen<std::vector<int>> random_subgroup(int n) {
+  return rc::gen::exec([n] {
+    std::vector<int> members;
+    for (int r = 0; r < n; ++r) {
+      if (*rc::gen::arbitrary<bool>()) members.push_back(r);
+    }
+    if (members.size() < 2) members = {1, n - 1};
+    return members;
+  });
 }
 
 enum class Difference { kCollective, kDtype, kShape, kOp, kRoot };
@@ -66,6 +86,70 @@ HARNESS_PROP(Mismatch, EveryKindRaisesOnEveryRankNamingEachCall, ()) {
     RC_ASSERT(contains(m, "rank " + std::to_string(odd) + ": "));
     RC_ASSERT(contains(m, "rank " + std::to_string((odd + 1) % n) + ": "));
     RC_ASSERT(contains(m, "sim seed=" + std::to_string(seed)));
+  }
+}
+
+// A random subgroup (often without rank 0, its ranks not contiguous) with
+// the odd rank inside: every member's message names the ranks by their
+// global numbers and the group by its ranks; the other ranks see nothing.
+HARNESS_PROP(Mismatch, OnASubgroupNamesGlobalRanks, ()) {
+  const int n = *rc::gen::inRange(3, 9);
+  const std::vector<int> members = *random_subgroup(n);
+  const int odd = *rc::gen::elementOf(members);
+  const uint64_t seed = *rc::gen::arbitrary<uint32_t>();
+  const auto messages = errors_of<dist::CollectiveMismatch>(
+      n,
+      [&](int rank) {
+        const dist::GroupPtr group = dist::new_group(members);
+        if (!group->is_member()) return;
+        at::Tensor t = at::ones({4}, rank == odd ? at::kDouble : at::kFloat);
+        dist::all_reduce(t, "sum", group);
+      },
+      harness::test_options(seed));
+  const int peer = odd == members[0] ? members[1] : members[0];
+  for (int r = 0; r < n; ++r) {
+    const std::string& m = messages[r];
+    if (!std::binary_search(members.begin(), members.end(), r)) {
+      RC_ASSERT(m.empty());
+      continue;
+    }
+    RC_ASSERT(contains(m, "[rank " + std::to_string(r) + "]"));
+    RC_ASSERT(contains(m, "rank " + std::to_string(odd) + ": "));
+    RC_ASSERT(contains(m, "rank " + std::to_string(peer) + ": "));
+    RC_ASSERT(contains(m, "[" + engine::dist::describe_ranks(members) + "]"));
+  }
+}
+
+// A member of a random subgroup never makes its call there: the other
+// members time out naming it by its global rank, and the group by its ranks.
+HARNESS_PROP(MissingRank, OnASubgroupOthersNameItsGlobalRank, ()) {
+  const int n = *rc::gen::inRange(3, 9);
+  const std::vector<int> members = *random_subgroup(n);
+  const int missing = *rc::gen::elementOf(members);
+  sim::WorldOptions options = harness::test_options(*rc::gen::arbitrary<uint32_t>());
+  options.virtual_time = true;
+  options.timeout = std::chrono::minutes(10);
+  // Calls 1 and 2 (new_group, all_reduce) are on the world, call 3 on the subgroup.
+  options.faults = sim::FaultPlan::parse("never:" + std::to_string(missing) + "@3");
+  const auto outcome = sim::World(n, options).run_all([&](int rank) {
+    const dist::GroupPtr group = dist::new_group(members);
+    at::Tensor t = at::ones({4});
+    dist::all_reduce(t);
+    if (group->is_member()) dist::all_reduce(t, "sum", group);
+  });
+  for (int r = 0; r < n; ++r) {
+    const std::string message = sim::error_message(outcome.errors[r]);
+    if (r == missing) {
+      RC_ASSERT(kind_of(outcome.errors[r]) == "InjectedHang");
+    } else if (!std::binary_search(members.begin(), members.end(), r)) {
+      RC_ASSERT(message == "");
+    } else {
+      RC_ASSERT(kind_of(outcome.errors[r]) == "Timeout");
+      RC_ASSERT(contains(message, "[rank " + std::to_string(r) + "]"));
+      RC_ASSERT(contains(message, "on group [" + engine::dist::describe_ranks(members) +
+                                      "] timed out after 600000 ms waiting for rank(s) " +
+                                      std::to_string(missing)));
+    }
   }
 }
 

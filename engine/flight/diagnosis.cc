@@ -130,8 +130,13 @@ std::vector<std::string> errors(const std::vector<Record>& records) {
 
 }  // namespace
 
-std::string diagnose(const std::vector<Record>& records) {
-  if (records.empty()) return "no flight records\n";
+std::string diagnose(const std::vector<Record>& unordered) {
+  if (unordered.empty()) return "no flight records\n";
+  // Records come in the order the ranks wrote or were read; rank lists and
+  // error lines are in rank order.
+  std::vector<Record> records = unordered;
+  std::sort(records.begin(), records.end(),
+            [](const Record& a, const Record& b) { return a.rank < b.rank; });
   int world_size = 0;
   for (const auto& record : records) world_size = std::max(world_size, record.world_size);
   std::vector<std::string> lines{"flight records of " + std::to_string(records.size()) + " of " +
