@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <ostream>
 
+#include "engine/dist/dist.h"
 #include "testing/harness.h"
 
 namespace cases {
@@ -57,7 +59,19 @@ rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops) {
     c.dtype = *rc::gen::elementOf(c.op.empty() ? all_dtypes() : dtypes_for(c.op));
     c.shape = *shape_gen();
     c.contiguous = *rc::gen::arbitrary<bool>();
-    c.root = *rc::gen::inRange(0, c.world_size);
+    for (int r = 0; r < c.world_size; ++r) c.members.push_back(r);
+    if (*rc::gen::arbitrary<bool>()) {
+      c.members =
+          *rc::gen::suchThat(rc::gen::exec([n = c.world_size] {
+                               std::vector<int> subset;
+                               for (int r = 0; r < n; ++r) {
+                                 if (*rc::gen::arbitrary<bool>()) subset.push_back(r);
+                               }
+                               return subset;
+                             }),
+                             [](const std::vector<int>& subset) { return !subset.empty(); });
+    }
+    c.root = *rc::gen::inRange(0, static_cast<int>(c.members.size()));
     c.data_seed = *rc::gen::arbitrary<uint32_t>();
     c.sim_seed = *rc::gen::arbitrary<uint32_t>();
     return c;
@@ -67,8 +81,20 @@ rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops) {
 void showValue(const TensorCase& c, std::ostream& os) {
   os << "{world_size=" << c.world_size << " op='" << c.op << "' dtype=" << c10::toString(c.dtype)
      << " shape=" << at::IntArrayRef(c.shape) << " contiguous=" << c.contiguous
+     << " members=" << at::IntArrayRef(std::vector<int64_t>(c.members.begin(), c.members.end()))
      << " root=" << c.root << " data_seed=" << c.data_seed << " sim_seed=" << c.sim_seed << "}";
 }
+
+engine::dist::GroupPtr group_of(const TensorCase& c) {
+  if (static_cast<int>(c.members.size()) == c.world_size) return nullptr;
+  return engine::dist::new_group(c.members);
+}
+
+bool is_member(const TensorCase& c, int rank) {
+  return std::binary_search(c.members.begin(), c.members.end(), rank);
+}
+
+int global_root(const TensorCase& c) { return c.members.at(c.root); }
 
 at::Tensor input_for(const TensorCase& c, int rank, int salt) {
   auto generator =

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/dist/group.h"
+
 // Property-test cases whose results are exact, their inputs, and the serial
 // reference they are compared with.
 namespace cases {
@@ -18,10 +20,20 @@ struct TensorCase {
   c10::ScalarType dtype = c10::kFloat;
   std::vector<int64_t> shape;
   bool contiguous = true;
-  int root = 0;
+  // The group the call runs on: its global ranks, sorted. Every rank of the
+  // world, or (in half the cases) any subset: a group of one, groups without
+  // rank 0, ranks that are not contiguous.
+  std::vector<int> members;
+  int root = 0;            // a group rank
   uint64_t data_seed = 0;  // fills the inputs
   uint64_t sim_seed = 0;   // drives the simulator
 };
+
+// The case's group on every rank of the world (collective: every rank calls
+// it): nullptr (the default group) when the members are the whole world.
+engine::dist::GroupPtr group_of(const TensorCase& c);
+bool is_member(const TensorCase& c, int rank);
+int global_root(const TensorCase& c);  // the root's global rank
 
 // How RapidCheck prints a case (in a failure's counterexample).
 void showValue(const TensorCase& c, std::ostream& os);

@@ -29,8 +29,18 @@ std::vector<at::Tensor> inputs_of(const TensorCase& c, int salt = 0) {
   return inputs;
 }
 
-// A rank's tensor after the call, and whether it is still the caller's object
-// with the caller's storage.
+// The inputs of the case's group, in group-rank order.
+std::vector<at::Tensor> of_members(const TensorCase& c, const std::vector<at::Tensor>& inputs) {
+  std::vector<at::Tensor> out;
+  for (const int r : c.members) out.push_back(inputs[r]);
+  return out;
+}
+
+int group_size(const TensorCase& c) { return static_cast<int>(c.members.size()); }
+
+// A rank's tensor after the call (the case's group's members make it, the
+// other ranks of the world do not), and whether it is still the caller's
+// object with the caller's storage.
 struct InPlace {
   at::Tensor tensor;
   bool same_object = false;
@@ -51,13 +61,28 @@ std::vector<InPlace> run_in_place(const TensorCase& c, const std::vector<at::Ten
   return harness::collect_ranks<InPlace>(
       c.world_size,
       [&](int rank) {
+        const dist::GroupPtr group = cases::group_of(c);
         at::Tensor t = cases::laid_out(inputs[rank], c.contiguous);
         const at::Tensor handle = t;
         const void* storage = t.data_ptr();
-        call(t, rank);
+        if (cases::is_member(c, rank)) call(t, rank, group);
         return InPlace{t, t.is_same(handle) && t.data_ptr() == storage};
       },
       harness::test_options(c.sim_seed));
+}
+
+// Group rank k's output is the reduction of the members' inputs[k]; the
+// other ranks' outputs are untouched.
+void check_scattered(const TensorCase& c, const std::vector<std::vector<at::Tensor>>& inputs,
+                     const std::vector<InPlace>& results) {
+  for (int r = 0; r < c.world_size; ++r) RC_ASSERT(results[r].same_object);
+  for (int r = 0; r < c.world_size; ++r) {
+    if (!cases::is_member(c, r)) RC_ASSERT(cases::bit_equal(results[r].tensor, inputs[0][r]));
+  }
+  for (int k = 0; k < group_size(c); ++k) {
+    RC_ASSERT(cases::bit_equal(results[c.members[k]].tensor,
+                               cases::reduce_reference(of_members(c, inputs[k]), c.op)));
+  }
 }
 
 // The simulator's options with node-shared buffers allowed (in process mode
@@ -72,55 +97,57 @@ sim::WorldOptions node_shared(sim::WorldOptions options = harness::test_options(
 HARNESS_PROP(AllReduce, EqualsSerialReferenceOnEveryRankInPlace, ()) {
   const TensorCase c = *cases::tensor_case(kOps);
   const auto inputs = inputs_of(c);
-  const auto results =
-      run_in_place(c, inputs, [&](at::Tensor& t, int) { dist::all_reduce(t, c.op); });
-  const at::Tensor expected = cases::reduce_reference(inputs, c.op);
-  for (const auto& r : results) {
-    RC_ASSERT(r.same_object);
-    RC_ASSERT(cases::bit_equal(r.tensor, expected));
+  const auto results = run_in_place(
+      c, inputs, [&](at::Tensor& t, int, const auto& group) { dist::all_reduce(t, c.op, group); });
+  const at::Tensor expected = cases::reduce_reference(of_members(c, inputs), c.op);
+  for (int r = 0; r < c.world_size; ++r) {
+    RC_ASSERT(results[r].same_object);
+    RC_ASSERT(cases::bit_equal(results[r].tensor, cases::is_member(c, r) ? expected : inputs[r]));
   }
 }
 
 HARNESS_PROP(AllReduce, AsyncFormEqualsBlockingForm, ()) {
   const TensorCase c = *cases::tensor_case(kOps);
   const auto inputs = inputs_of(c);
-  const auto results = run_in_place(c, inputs, [&](at::Tensor& t, int) {
-    dist::WorkPtr work = dist::all_reduce_async(t, c.op);
+  const auto results = run_in_place(c, inputs, [&](at::Tensor& t, int, const auto& group) {
+    dist::WorkPtr work = dist::all_reduce_async(t, c.op, group);
     work->wait();
     if (!work->is_completed() || work->exception())
       throw std::logic_error("work not completed cleanly");
   });
-  const at::Tensor expected = cases::reduce_reference(inputs, c.op);
-  for (const auto& r : results) RC_ASSERT(cases::bit_equal(r.tensor, expected));
+  const at::Tensor expected = cases::reduce_reference(of_members(c, inputs), c.op);
+  for (int r = 0; r < c.world_size; ++r) {
+    RC_ASSERT(cases::bit_equal(results[r].tensor, cases::is_member(c, r) ? expected : inputs[r]));
+  }
 }
 
 HARNESS_PROP(Reduce, RootGetsReferenceOthersUntouched, ()) {
   const TensorCase c = *cases::tensor_case(kOps);
   const auto inputs = inputs_of(c);
-  const auto results =
-      run_in_place(c, inputs, [&](at::Tensor& t, int) { dist::reduce(t, c.root, c.op); });
-  const at::Tensor expected = cases::reduce_reference(inputs, c.op);
+  const int root = cases::global_root(c);
+  const auto results = run_in_place(c, inputs, [&](at::Tensor& t, int, const auto& group) {
+    dist::reduce(t, root, c.op, group);
+  });
+  const at::Tensor expected = cases::reduce_reference(of_members(c, inputs), c.op);
   for (int r = 0; r < c.world_size; ++r) {
     RC_ASSERT(results[r].same_object);
-    RC_ASSERT(cases::bit_equal(results[r].tensor, r == c.root ? expected : inputs[r]));
+    RC_ASSERT(cases::bit_equal(results[r].tensor, r == root ? expected : inputs[r]));
   }
 }
 
 HARNESS_PROP(ReduceScatter, RankKGetsReferenceOfChunkK, ()) {
   const TensorCase c = *cases::tensor_case(kOps);
-  // inputs[k][r]: rank r's contribution to rank k's output.
+  // inputs[k][r]: rank r's contribution to group rank k's output.
   std::vector<std::vector<at::Tensor>> inputs;
-  for (int k = 0; k < c.world_size; ++k) inputs.push_back(inputs_of(c, /*salt=*/k + 1));
-  const auto results = run_in_place(c, inputs[0], [&](at::Tensor& out, int rank) {
-    std::vector<at::Tensor> mine;
-    for (int k = 0; k < c.world_size; ++k)
-      mine.push_back(cases::laid_out(inputs[k][rank], c.contiguous));
-    dist::reduce_scatter(out, mine, c.op);
-  });
-  for (int k = 0; k < c.world_size; ++k) {
-    RC_ASSERT(results[k].same_object);
-    RC_ASSERT(cases::bit_equal(results[k].tensor, cases::reduce_reference(inputs[k], c.op)));
-  }
+  for (int k = 0; k < group_size(c); ++k) inputs.push_back(inputs_of(c, /*salt=*/k + 1));
+  const auto results =
+      run_in_place(c, inputs[0], [&](at::Tensor& out, int rank, const auto& group) {
+        std::vector<at::Tensor> mine;
+        for (int k = 0; k < group_size(c); ++k)
+          mine.push_back(cases::laid_out(inputs[k][rank], c.contiguous));
+        dist::reduce_scatter(out, mine, c.op, group);
+      });
+  check_scattered(c, inputs, results);
 }
 
 // The one-tensor form: rank r's input holds every rank's block end to end
@@ -128,23 +155,21 @@ HARNESS_PROP(ReduceScatter, RankKGetsReferenceOfChunkK, ()) {
 HARNESS_PROP(ReduceScatterTensor, RankKGetsReferenceOfBlockK, ()) {
   const TensorCase c = *cases::tensor_case(kOps);
   std::vector<std::vector<at::Tensor>> inputs;
-  for (int k = 0; k < c.world_size; ++k) inputs.push_back(inputs_of(c, /*salt=*/k + 1));
-  std::vector<at::Tensor> stacked;  // rank r's blocks, [world_size, shape...]
+  for (int k = 0; k < group_size(c); ++k) inputs.push_back(inputs_of(c, /*salt=*/k + 1));
+  std::vector<at::Tensor> stacked;  // rank r's blocks, [group size, shape...]
   for (int r = 0; r < c.world_size; ++r) {
     std::vector<at::Tensor> blocks;
-    for (int k = 0; k < c.world_size; ++k) blocks.push_back(inputs[k][r]);
+    for (int k = 0; k < group_size(c); ++k) blocks.push_back(inputs[k][r]);
     stacked.push_back(at::stack(blocks));
   }
-  const auto results = run_in_place(c, inputs[0], [&](at::Tensor& out, int rank) {
-    const at::Tensor mine = cases::laid_out(stacked[rank], c.contiguous);
-    const at::Tensor before = mine.clone();
-    dist::reduce_scatter_tensor(out, mine, c.op);
-    if (!cases::bit_equal(mine, before)) throw std::logic_error("the input was written");
-  });
-  for (int k = 0; k < c.world_size; ++k) {
-    RC_ASSERT(results[k].same_object);
-    RC_ASSERT(cases::bit_equal(results[k].tensor, cases::reduce_reference(inputs[k], c.op)));
-  }
+  const auto results =
+      run_in_place(c, inputs[0], [&](at::Tensor& out, int rank, const auto& group) {
+        const at::Tensor mine = cases::laid_out(stacked[rank], c.contiguous);
+        const at::Tensor before = mine.clone();
+        dist::reduce_scatter_tensor(out, mine, c.op, group);
+        if (!cases::bit_equal(mine, before)) throw std::logic_error("the input was written");
+      });
+  check_scattered(c, inputs, results);
 }
 
 // Floats of magnitudes from 1e-4 to 1e8, whose sums change with the order
