@@ -24,9 +24,31 @@ Lists table_of(const TensorCase& c) {
   return table;
 }
 
+// Runs `body` on the members of the case's group (every rank of the world
+// makes the group); the other ranks return `idle`.
 template <typename R>
-std::vector<R> run_case(const TensorCase& c, const std::function<R(int)>& body) {
-  return harness::collect_ranks<R>(c.world_size, body, harness::test_options(c.sim_seed));
+std::vector<R> run_on_group(const TensorCase& c, R idle,
+                            const std::function<R(int rank, const dist::GroupPtr&)>& body) {
+  return harness::collect_ranks<R>(
+      c.world_size,
+      [&](int rank) {
+        const dist::GroupPtr group = cases::group_of(c);
+        return cases::is_member(c, rank) ? body(rank, group) : idle;
+      },
+      harness::test_options(c.sim_seed));
+}
+
+// What a rank outside the group returns: defined, so that it travels
+// between processes.
+at::Tensor idle() { return at::zeros({0}); }
+
+int group_size(const TensorCase& c) { return static_cast<int>(c.members.size()); }
+
+// The members' first tensors, in group-rank order.
+std::vector<at::Tensor> firsts_of_members(const TensorCase& c, const Lists& table) {
+  std::vector<at::Tensor> out;
+  for (const int m : c.members) out.push_back(table[m][0]);
+  return out;
 }
 
 bool lists_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
@@ -42,106 +64,130 @@ bool lists_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>
 HARNESS_PROP(Broadcast, EveryRankGetsTheRootsBytesInPlace, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
-  const auto results = run_case<at::Tensor>(c, [&](int rank) {
-    at::Tensor t = cases::laid_out(table[rank][0], c.contiguous);
-    const at::Tensor handle = t;
-    dist::broadcast(t, c.root);
-    if (!t.is_same(handle)) throw std::logic_error("broadcast replaced the caller's tensor");
-    return t;
-  });
-  for (const auto& t : results) RC_ASSERT(cases::bit_equal(t, table[c.root][0]));
+  const int root = cases::global_root(c);
+  const auto results =
+      run_on_group<at::Tensor>(c, idle(), [&](int rank, const dist::GroupPtr& group) {
+        at::Tensor t = cases::laid_out(table[rank][0], c.contiguous);
+        const at::Tensor handle = t;
+        dist::broadcast(t, root, group);
+        if (!t.is_same(handle)) throw std::logic_error("broadcast replaced the caller's tensor");
+        return t;
+      });
+  for (const int m : c.members) RC_ASSERT(cases::bit_equal(results[m], table[root][0]));
 }
 
 HARNESS_PROP(AllGather, EveryRankGetsEveryInputInRankOrder, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
-  const auto results = run_case<std::vector<at::Tensor>>(
-      c, [&](int rank) { return dist::all_gather(cases::laid_out(table[rank][0], c.contiguous)); });
-  std::vector<at::Tensor> expected;
-  for (int r = 0; r < c.world_size; ++r) expected.push_back(table[r][0]);
-  for (const auto& list : results) RC_ASSERT(lists_equal(list, expected));
+  const auto results =
+      run_on_group<std::vector<at::Tensor>>(c, {}, [&](int rank, const dist::GroupPtr& group) {
+        return dist::all_gather(cases::laid_out(table[rank][0], c.contiguous), group);
+      });
+  for (const int m : c.members) RC_ASSERT(lists_equal(results[m], firsts_of_members(c, table)));
 }
 
 HARNESS_PROP(AllGatherIntoTensor, FillsTheCallersTensorInRankOrder, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
-  const auto results = run_case<at::Tensor>(c, [&](int rank) {
-    const at::Tensor input = cases::laid_out(table[rank][0], c.contiguous);
-    std::vector<int64_t> sizes{c.world_size};
-    sizes.insert(sizes.end(), c.shape.begin(), c.shape.end());
-    at::Tensor output = at::empty(sizes, input.options());
-    const void* storage = output.data_ptr();
-    dist::all_gather_into_tensor(output, input);
-    if (output.data_ptr() != storage) throw std::logic_error("the output was replaced");
-    return output;
-  });
-  std::vector<at::Tensor> expected;
-  for (int r = 0; r < c.world_size; ++r) expected.push_back(table[r][0]);
-  for (const auto& output : results) RC_ASSERT(lists_equal(output.unbind(0), expected));
+  const auto results =
+      run_on_group<at::Tensor>(c, idle(), [&](int rank, const dist::GroupPtr& group) {
+        const at::Tensor input = cases::laid_out(table[rank][0], c.contiguous);
+        std::vector<int64_t> sizes{group_size(c)};
+        sizes.insert(sizes.end(), c.shape.begin(), c.shape.end());
+        at::Tensor output = at::empty(sizes, input.options());
+        const void* storage = output.data_ptr();
+        dist::all_gather_into_tensor(output, input, group);
+        if (output.data_ptr() != storage) throw std::logic_error("the output was replaced");
+        return output;
+      });
+  for (const int m : c.members) {
+    RC_ASSERT(lists_equal(results[m].unbind(0), firsts_of_members(c, table)));
+  }
 }
 
 HARNESS_PROP(Gather, RootGetsEveryInputOthersGetNothing, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
-  const auto results = run_case<std::vector<at::Tensor>>(c, [&](int rank) {
-    return dist::gather(cases::laid_out(table[rank][0], c.contiguous), c.root);
-  });
-  std::vector<at::Tensor> expected;
-  for (int r = 0; r < c.world_size; ++r) expected.push_back(table[r][0]);
-  for (int r = 0; r < c.world_size; ++r) {
-    RC_ASSERT(lists_equal(
-        results[r], (r == c.root || c.world_size == 1) ? expected : std::vector<at::Tensor>{}));
+  const int root = cases::global_root(c);
+  const auto results =
+      run_on_group<std::vector<at::Tensor>>(c, {}, [&](int rank, const dist::GroupPtr& group) {
+        return dist::gather(cases::laid_out(table[rank][0], c.contiguous), root, group);
+      });
+  for (const int m : c.members) {
+    RC_ASSERT(lists_equal(results[m], (m == root || group_size(c) == 1)
+                                          ? firsts_of_members(c, table)
+                                          : std::vector<at::Tensor>{}));
   }
 }
 
 HARNESS_PROP(Scatter, RankKGetsTheRootsKthTensor, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
-  const auto results = run_case<at::Tensor>(c, [&](int rank) {
-    at::Tensor out = cases::laid_out(at::zeros(c.shape, at::TensorOptions(c.dtype)), c.contiguous);
-    std::vector<at::Tensor> list;
-    if (rank == c.root) {
-      for (const auto& t : table[rank]) list.push_back(cases::laid_out(t, c.contiguous));
-    }
-    dist::scatter(out, list, c.root);
-    return out;
-  });
-  for (int k = 0; k < c.world_size; ++k) RC_ASSERT(cases::bit_equal(results[k], table[c.root][k]));
+  const int root = cases::global_root(c);
+  const auto results =
+      run_on_group<at::Tensor>(c, idle(), [&](int rank, const dist::GroupPtr& group) {
+        at::Tensor out =
+            cases::laid_out(at::zeros(c.shape, at::TensorOptions(c.dtype)), c.contiguous);
+        std::vector<at::Tensor> list;
+        for (int k = 0; rank == root && k < group_size(c); ++k) {
+          list.push_back(cases::laid_out(table[rank][k], c.contiguous));
+        }
+        dist::scatter(out, list, root, group);
+        return out;
+      });
+  for (int k = 0; k < group_size(c); ++k) {
+    RC_ASSERT(cases::bit_equal(results[c.members[k]], table[root][k]));
+  }
 }
 
 HARNESS_PROP(AllToAll, OutputSOfRankKIsInputKOfRankS, ()) {
   const TensorCase c = *cases::tensor_case({});
   const Lists table = table_of(c);
-  const auto results = run_case<std::vector<at::Tensor>>(c, [&](int rank) {
-    std::vector<at::Tensor> inputs;
-    std::vector<at::Tensor> outputs;
-    for (int k = 0; k < c.world_size; ++k) {
-      inputs.push_back(cases::laid_out(table[rank][k], c.contiguous));
-      outputs.push_back(
-          cases::laid_out(at::zeros(c.shape, at::TensorOptions(c.dtype)), c.contiguous));
+  const auto results =
+      run_on_group<std::vector<at::Tensor>>(c, {}, [&](int rank, const dist::GroupPtr& group) {
+        std::vector<at::Tensor> inputs;
+        std::vector<at::Tensor> outputs;
+        for (int k = 0; k < group_size(c); ++k) {
+          inputs.push_back(cases::laid_out(table[rank][k], c.contiguous));
+          outputs.push_back(
+              cases::laid_out(at::zeros(c.shape, at::TensorOptions(c.dtype)), c.contiguous));
+        }
+        dist::all_to_all(outputs, inputs, group);
+        return outputs;
+      });
+  for (int k = 0; k < group_size(c); ++k) {
+    for (int s = 0; s < group_size(c); ++s) {
+      RC_ASSERT(cases::bit_equal(results[c.members[k]][s], table[c.members[s]][k]));
     }
-    dist::all_to_all(outputs, inputs);
-    return outputs;
-  });
-  for (int k = 0; k < c.world_size; ++k) {
-    for (int s = 0; s < c.world_size; ++s) RC_ASSERT(cases::bit_equal(results[k][s], table[s][k]));
   }
 }
 
+// A ring over the group's members, by their global ranks.
 HARNESS_PROP(SendRecv, RingShiftDeliversEveryTensorToItsNeighbour, ()) {
   TensorCase c = *cases::tensor_case({});
   c.world_size = std::max(c.world_size, 2);
+  if (c.members.size() < 2) {
+    c.members.clear();
+    for (int r = 0; r < c.world_size; ++r) c.members.push_back(r);
+  }
   const Lists table = table_of(c);
   const int tag = *rc::gen::inRange(0, 100);
-  const int n = c.world_size;
-  const auto results = run_case<at::Tensor>(c, [&](int rank) {
-    // Post the send first, then receive: the pattern real backends allow.
-    dist::WorkPtr sent =
-        dist::send_async(cases::laid_out(table[rank][0], c.contiguous), (rank + 1) % n, tag);
-    at::Tensor in = cases::laid_out(at::zeros(c.shape, at::TensorOptions(c.dtype)), c.contiguous);
-    dist::recv(in, (rank + n - 1) % n, tag);
-    sent->wait();
-    return in;
-  });
-  for (int r = 0; r < n; ++r) RC_ASSERT(cases::bit_equal(results[r], table[(r + n - 1) % n][0]));
+  const int n = group_size(c);
+  const auto next = [&](int k) { return c.members[(k + 1) % n]; };
+  const auto previous = [&](int k) { return c.members[(k + n - 1) % n]; };
+  const auto results =
+      run_on_group<at::Tensor>(c, idle(), [&](int rank, const dist::GroupPtr& group) {
+        const int k = group ? group->rank() : rank;
+        // Post the send first, then receive: the pattern real backends allow.
+        dist::WorkPtr sent =
+            dist::send_async(cases::laid_out(table[rank][0], c.contiguous), next(k), tag, group);
+        at::Tensor in =
+            cases::laid_out(at::zeros(c.shape, at::TensorOptions(c.dtype)), c.contiguous);
+        dist::recv(in, previous(k), tag, group);
+        sent->wait();
+        return in;
+      });
+  for (int k = 0; k < n; ++k) {
+    RC_ASSERT(cases::bit_equal(results[c.members[k]], table[previous(k)][0]));
+  }
 }
