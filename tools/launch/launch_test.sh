@@ -20,7 +20,7 @@ launch() {
   local name=$1 expected=$2
   shift 2
   checks=$((checks + 1))
-  rm -f "$TEST_TMPDIR"/fake_rank_*.pid
+  rm -f "$TEST_TMPDIR"/fake_rank_*
   timeout 60 "$launcher" "$@" > "$out" 2>&1
   local status=$?
   [ $status = "$expected" ] || fail "$name: exit status $status, expected $expected"

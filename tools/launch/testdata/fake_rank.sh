@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A stand-in rank for engine-launch's tests.
 #   fake_rank.sh ok                 print the environment, exit 0
-#   fake_rank.sh end K HOW          rank K ends as HOW says, the others wait
+#   fake_rank.sh end K HOW          once the others are ready, rank K ends as HOW
+#                                   says; the others wait
 #   fake_rank.sh hang K CODE        rank 0 exits with CODE, rank K ignores SIGTERM
 #   fake_rank.sh wait               every rank says "ready" and waits
 # HOW: exit:CODE; signal:NAME (it kills itself: KILL, as the kernel's
@@ -31,6 +32,19 @@ end_as() {
   esac
   exit 99  # a signal that did not end it
 }
+ready_file() { echo "$TEST_TMPDIR/fake_rank_$1.ready"; }
+# Returns once every other rank has set its SIGTERM trap, within 120 s: a
+# rank stopped before that would end without saying so.
+await_others_ready() {
+  for r in $(seq 0 $((WORLD_SIZE - 1))); do
+    [ "$r" = "$RANK" ] && continue
+    for _ in $(seq 2400); do
+      [ -f "$(ready_file "$r")" ] && continue 2
+      sleep 0.05
+    done
+    return 1
+  done
+}
 # Returns once rank $1's process is gone (reaped, not a zombie), within 120 s.
 await_reaped() {
   for _ in $(seq 2400); do
@@ -44,8 +58,12 @@ await_reaped() {
 case "$mode" in
   ok) exit 0 ;;
   end)
-    [ "$RANK" = "$2" ] && end_as "$3"
+    if [ "$RANK" = "$2" ]; then
+      await_others_ready || exit 97
+      end_as "$3"
+    fi
     trap 'echo "stopped by SIGTERM"; exit 143' TERM
+    touch "$(ready_file "$RANK")"
     echo ready
     if [ "${3#*:}" = 0 ]; then
       await_reaped "$2" || exit 98
