@@ -71,6 +71,21 @@ std::vector<InPlace> run_in_place(const TensorCase& c, const std::vector<at::Ten
       harness::test_options(c.sim_seed));
 }
 
+// Floats of magnitudes from 1e-4 to 1e8, whose sums change with the order
+// they are added in.
+at::Tensor order_sensitive_floats(int rank, int64_t count) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(100 * rank + count);
+  const at::Tensor scale = at::pow(10.0, at::randint(-4, 9, {count}, generator));
+  return (at::randn({count}, generator) * scale).to(at::kFloat);
+}
+
+at::Tensor sum_in_order(const std::vector<at::Tensor>& inputs, bool reverse) {
+  const int n = static_cast<int>(inputs.size());
+  at::Tensor sum = inputs[reverse ? n - 1 : 0].clone();
+  for (int i = 1; i < n; ++i) sum += inputs[reverse ? n - 1 - i : i];
+  return sum;
+}
+
 // Group rank k's output is the reduction of the members' inputs[k]; the
 // other ranks' outputs are untouched.
 void check_scattered(const TensorCase& c, const std::vector<std::vector<at::Tensor>>& inputs,
@@ -184,19 +199,14 @@ TEST(ReduceScatterTensor, OrderDependentFloatsSumInRankOrderWhereThePathSaysSo) 
     SCOPED_TRACE("elements per block " + std::to_string(count));
     std::vector<at::Tensor> stacked;  // rank r's blocks, [world, count]
     for (int r = 0; r < world; ++r) {
-      auto generator = at::make_generator<at::CPUGeneratorImpl>(100 * r + count);
-      const at::Tensor scale = at::pow(10.0, at::randint(-4, 9, {world, count}, generator));
-      stacked.push_back((at::randn({world, count}, generator) * scale).to(at::kFloat));
+      stacked.push_back(order_sensitive_floats(r, world * count).reshape({world, count}));
     }
     std::vector<at::Tensor> rank_order, reverse_order;
     for (int k = 0; k < world; ++k) {
-      at::Tensor forward = stacked[0][k].clone(), backward = stacked[world - 1][k].clone();
-      for (int r = 1; r < world; ++r) {
-        forward += stacked[r][k];
-        backward += stacked[world - 1 - r][k];
-      }
-      rank_order.push_back(forward);
-      reverse_order.push_back(backward);
+      std::vector<at::Tensor> blocks;
+      for (int r = 0; r < world; ++r) blocks.push_back(stacked[r][k]);
+      rank_order.push_back(sum_in_order(blocks, false));
+      reverse_order.push_back(sum_in_order(blocks, true));
     }
     orders_differ |= !at::equal(at::stack(rank_order), at::stack(reverse_order));
     const auto results = harness::collect_ranks<at::Tensor>(world, [&](int rank) {
@@ -208,6 +218,57 @@ TEST(ReduceScatterTensor, OrderDependentFloatsSumInRankOrderWhereThePathSaysSo) 
     });
     for (int k = 0; k < world; ++k) {
       EXPECT_TRUE(cases::bit_equal(results[k], rank_order[k])) << "rank " << k;
+    }
+  }
+  EXPECT_TRUE(orders_differ) << "the inputs cannot tell one order from another";
+}
+
+// all_reduce of floats whose sums depend on the order they are added in, on
+// every path, twice. Every rank gets the same bits, and the same again the
+// second time. Where the path reduces in rank order, they are the rank-order
+// sum: the simulator and node-shared buffers at every size, and mpi's
+// exchange and gloo's gather ring for small tensors (up to 2 KiB a rank, on
+// up to 8 ranks, below both thresholds). The large size takes the rings.
+TEST(AllReduce, OrderDependentFloatsSumInRankOrderWhereThePathSaysSo) {
+  const int world = harness::max_world_size(5);
+  if (world < 3) GTEST_SKIP() << "a sum of two values is the same in either order";
+  bool orders_differ = false;
+  for (const int64_t count : {int64_t{1}, int64_t{500}, int64_t{1} << 18}) {
+    for (const bool shared : {false, true}) {
+      if (shared && !harness::device().is_cpu()) continue;
+      SCOPED_TRACE("elements " + std::to_string(count) + (shared ? ", node-shared" : ""));
+      std::vector<at::Tensor> inputs;
+      for (int r = 0; r < world; ++r) inputs.push_back(order_sensitive_floats(r, count));
+      const at::Tensor forward = sum_in_order(inputs, false);
+      orders_differ |= !at::equal(forward, sum_in_order(inputs, true));
+      const auto results = harness::collect_ranks<at::Tensor>(
+          world,
+          [&](int rank) {
+            const std::string backend = dist::get_backend().value_or("");
+            const bool rank_order = backend == "sim" || shared || count * 4 <= 2048;
+            std::vector<at::Tensor> twice;
+            for (int run = 0; run < 2; ++run) {
+              at::Tensor t = shared ? dist::zeros_node_shared(count, at::kFloat)
+                                    : at::empty({count}).to(harness::device());
+              if (shared != dist::is_node_shared(t))
+                throw std::logic_error("no node-shared buffer");
+              t.copy_(inputs[rank]);
+              dist::all_reduce(t);
+              twice.push_back(t.cpu());
+            }
+            if (!cases::bit_equal(twice[0], twice[1])) {
+              throw std::logic_error("two runs of one all_reduce gave different bits");
+            }
+            if (rank_order && !cases::bit_equal(twice[0], forward)) {
+              throw std::logic_error("not the rank-order sum on " + backend +
+                                     (shared ? ", node-shared" : ""));
+            }
+            return twice[0];
+          },
+          node_shared());
+      for (int r = 1; r < world; ++r) {
+        EXPECT_TRUE(cases::bit_equal(results[r], results[0])) << "rank " << r;
+      }
     }
   }
   EXPECT_TRUE(orders_differ) << "the inputs cannot tell one order from another";
