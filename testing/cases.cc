@@ -51,6 +51,18 @@ std::vector<c10::ScalarType> dtypes_for(const std::string& op) {
   return out;
 }
 
+rc::Gen<std::vector<int>> subgroup(int world_size, size_t min_size) {
+  return rc::gen::suchThat(
+      rc::gen::exec([world_size] {
+        std::vector<int> ranks;
+        for (int r = 0; r < world_size; ++r) {
+          if (*rc::gen::arbitrary<bool>()) ranks.push_back(r);
+        }
+        return ranks;
+      }),
+      [min_size](const std::vector<int>& ranks) { return ranks.size() >= min_size; });
+}
+
 rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops) {
   return rc::gen::exec([ops] {
     TensorCase c;
@@ -60,17 +72,7 @@ rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops) {
     c.shape = *shape_gen();
     c.contiguous = *rc::gen::arbitrary<bool>();
     for (int r = 0; r < c.world_size; ++r) c.members.push_back(r);
-    if (*rc::gen::arbitrary<bool>()) {
-      c.members =
-          *rc::gen::suchThat(rc::gen::exec([n = c.world_size] {
-                               std::vector<int> subset;
-                               for (int r = 0; r < n; ++r) {
-                                 if (*rc::gen::arbitrary<bool>()) subset.push_back(r);
-                               }
-                               return subset;
-                             }),
-                             [](const std::vector<int>& subset) { return !subset.empty(); });
-    }
+    if (*rc::gen::arbitrary<bool>()) c.members = *subgroup(c.world_size, 1);
     c.root = *rc::gen::inRange(0, static_cast<int>(c.members.size()));
     c.data_seed = *rc::gen::arbitrary<uint32_t>();
     c.sim_seed = *rc::gen::arbitrary<uint32_t>();

@@ -42,6 +42,10 @@ void showValue(const TensorCase& c, std::ostream& os);
 std::vector<c10::ScalarType> all_dtypes();
 std::vector<c10::ScalarType> dtypes_for(const std::string& op);
 
+// Sorted global ranks of a group of at least `min_size` of `world_size`
+// ranks, any shape: without rank 0, not contiguous, the whole world.
+rc::Gen<std::vector<int>> subgroup(int world_size, size_t min_size);
+
 // World sizes 1-8; shapes from empty to past the simulator's parallel-path
 // threshold; every root; contiguous or strided.
 rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops);

@@ -21,6 +21,7 @@
 #include "engine/dist/describe.h"
 #include "engine/flight/diagnosis.h"
 #include "engine/flight/record.h"
+#include "testing/cases.h"
 #include "testing/property.h"
 
 namespace {
@@ -62,6 +63,14 @@ bool is_member(const Scenario& s, const Call& call, int rank) {
   return !call.on_subgroup || std::binary_search(s.subgroup.begin(), s.subgroup.end(), rank);
 }
 
+// The global ranks of the group `call` runs on.
+std::vector<int> group_of(const Scenario& s, const Call& call) {
+  if (call.on_subgroup) return s.subgroup;
+  std::vector<int> world;
+  for (int r = 0; r < s.world_size; ++r) world.push_back(r);
+  return world;
+}
+
 std::string ranks_text(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + describe_ranks(ranks);
 }
@@ -70,10 +79,7 @@ rc::Gen<Scenario> scenarios() {
   return rc::gen::exec([] {
     Scenario s;
     s.world_size = *rc::gen::inRange(2, 9);
-    for (int r = 0; r < s.world_size; ++r) {
-      if (*rc::gen::arbitrary<bool>()) s.subgroup.push_back(r);
-    }
-    if (s.subgroup.size() < 2) s.subgroup = {0, s.world_size - 1};
+    s.subgroup = *cases::subgroup(s.world_size, 2);
     const int length = *rc::gen::inRange(1, 7);
     for (int i = 0; i < length; ++i) {
       s.script.push_back({*rc::gen::arbitrary<bool>(), *rc::gen::elementOf(kKinds)});
@@ -104,11 +110,7 @@ std::vector<Entry> entries_of(const Scenario& s, int rank) {
     e.kind = s.odd && s.odd->first == rank && s.odd->second == i ? "scatter" : call.kind;
     e.seq = call.on_subgroup ? ++subgroup_seq : ++world_seq;
     e.group_id = call.on_subgroup ? "0.1" : "0";
-    if (call.on_subgroup) {
-      e.group = s.subgroup;
-    } else {
-      for (int r = 0; r < s.world_size; ++r) e.group.push_back(r);
-    }
+    e.group = group_of(s, call);
     e.dtype = "Float";
     e.shape = {4};
     e.bytes = 16;
@@ -132,15 +134,6 @@ std::vector<flight::Record> records_of(const Scenario& s) {
     records.push_back(record);
   }
   return records;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  for (size_t begin = 0, end; begin < text.size(); begin = end + 1) {
-    end = text.find('\n', begin);
-    lines.push_back(text.substr(begin, end - begin));
-  }
-  return lines;
 }
 
 // "rank 3 ..." or "ranks 0-2, 5 ...": the ranks a part starts with, and the rest.
@@ -227,14 +220,9 @@ void check_divergence(const Scenario& s, const std::string& text) {
     RC_ASSERT(!any);
     return;
   }
-  std::vector<int> group = s.subgroup;
-  if (!call.on_subgroup) {
-    group.clear();
-    for (int r = 0; r < s.world_size; ++r) group.push_back(r);
-  }
   const std::string seq = " #" + std::to_string(seq_of(s, index));
-  RC_ASSERT(text.find("first divergence on group [" + describe_ranks(group) + "] at call" + seq +
-                      ": ") != std::string::npos);
+  RC_ASSERT(text.find("first divergence on group [" + describe_ranks(group_of(s, call)) +
+                      "] at call" + seq + ": ") != std::string::npos);
   RC_ASSERT(text.find(ranks_text({odd}) + " issued scatter" + seq + " (") != std::string::npos);
   RC_ASSERT(text.find(ranks_text(peers) + " issued " + call.kind + seq + " (") !=
             std::string::npos);
@@ -265,7 +253,7 @@ HARNESS_PROP(Diagnosis, NamesTheRightRanksWhateverTheRecordsOrder, ()) {
   const Scenario s = *scenarios();
   std::vector<flight::Record> records = records_of(s);
   const std::string text = flight::diagnose(records);
-  const auto lines = lines_of(text);
+  const auto lines = split(text, "\n");
   RC_ASSERT(lines.size() >= 2u);
   // The position line follows the header and, when ranks sent none, the
   // missing-record line.

@@ -12,6 +12,7 @@
 #include "engine/dist/describe.h"
 #include "engine/dist/dist.h"
 #include "sim/world.h"
+#include "testing/cases.h"
 #include "testing/harness.h"
 #include "testing/property.h"
 
@@ -44,18 +45,6 @@ std::vector<std::string> errors_of(int n, const std::function<void(int)>& call,
 std::string kind_of(const std::exception_ptr& error) {
   const char* kind = sim::error_kind(error);
   return kind ? kind : "none";
-}
-
-// Sorted global ranks of a group of at least 2 of `n` ranks, any shape.
-rc::Gen<std::vector<int>> random_subgroup(int n) {
-  return rc::gen::exec([n] {
-    std::vector<int> members;
-    for (int r = 0; r < n; ++r) {
-      if (*rc::gen::arbitrary<bool>()) members.push_back(r);
-    }
-    if (members.size() < 2) members = {1, n - 1};
-    return members;
-  });
 }
 
 enum class Difference { kCollective, kDtype, kShape, kOp, kRoot };
@@ -94,7 +83,7 @@ HARNESS_PROP(Mismatch, EveryKindRaisesOnEveryRankNamingEachCall, ()) {
 // global numbers and the group by its ranks; the other ranks see nothing.
 HARNESS_PROP(Mismatch, OnASubgroupNamesGlobalRanks, ()) {
   const int n = *rc::gen::inRange(3, 9);
-  const std::vector<int> members = *random_subgroup(n);
+  const std::vector<int> members = *cases::subgroup(n, 2);
   const int odd = *rc::gen::elementOf(members);
   const uint64_t seed = *rc::gen::arbitrary<uint32_t>();
   const auto messages = errors_of<dist::CollectiveMismatch>(
@@ -124,7 +113,7 @@ HARNESS_PROP(Mismatch, OnASubgroupNamesGlobalRanks, ()) {
 // members time out naming it by its global rank, and the group by its ranks.
 HARNESS_PROP(MissingRank, OnASubgroupOthersNameItsGlobalRank, ()) {
   const int n = *rc::gen::inRange(3, 9);
-  const std::vector<int> members = *random_subgroup(n);
+  const std::vector<int> members = *cases::subgroup(n, 2);
   const int missing = *rc::gen::elementOf(members);
   sim::WorldOptions options = harness::test_options(*rc::gen::arbitrary<uint32_t>());
   options.virtual_time = true;

@@ -50,25 +50,30 @@ sim::WorldOptions short_timeout() {
   return options;
 }
 
-// Runs `wait` on rank 0 for every name, each on a group of its own, and
-// returns the Timeout's message per name ("" if it did not time out).
-std::vector<std::string> timeouts_on_the_waiter(
-    const std::vector<std::string>& names,
-    const std::function<void(size_t, const dist::GroupPtr&, bool waiter)>& prepare,
-    const std::function<void(size_t)>& wait) {
+// A call the waiter makes on a group of its own: prepared on both ranks
+// (some preparations are collective), then made on the waiter only, where it
+// must throw Timeout.
+struct WaiterCall {
+  std::string name;
+  std::function<std::function<void()>(const dist::GroupPtr&)> prepare;
+};
+
+// The Timeout's message per call ("" if it did not time out).
+std::vector<std::string> timeouts_on_the_waiter(const std::vector<WaiterCall>& calls) {
   LateRank late;
   return harness::collect_ranks<std::vector<std::string>>(
       2,
       [&](int rank) {
-        std::vector<std::string> messages(names.size());
-        for (size_t i = 0; i < names.size(); ++i) prepare(i, dist::new_group({0, 1}), rank == 0);
+        std::vector<std::function<void()>> prepared;
+        for (const auto& call : calls) prepared.push_back(call.prepare(dist::new_group({0, 1})));
+        std::vector<std::string> messages(calls.size());
         if (rank == 1) {
           late.stay_away();
           return messages;
         }
-        for (size_t i = 0; i < names.size(); ++i) {
+        for (size_t i = 0; i < calls.size(); ++i) {
           try {
-            wait(i);
+            prepared[i]();
           } catch (const dist::Timeout& error) {
             messages[i] = error.what();
           }
@@ -79,48 +84,45 @@ std::vector<std::string> timeouts_on_the_waiter(
       short_timeout())[0];
 }
 
-void expect_named_timeouts(const std::vector<std::string>& names,
+void expect_named_timeouts(const std::vector<WaiterCall>& calls,
                            const std::vector<std::string>& messages) {
-  for (size_t i = 0; i < names.size(); ++i) {
-    EXPECT_TRUE(contains(messages[i], "[rank 0]")) << names[i] << ": " << messages[i];
-    EXPECT_TRUE(contains(messages[i], "300 ms")) << names[i] << ": " << messages[i];
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_TRUE(contains(messages[i], "[rank 0]")) << calls[i].name << ": " << messages[i];
+    EXPECT_TRUE(contains(messages[i], "300 ms")) << calls[i].name << ": " << messages[i];
   }
 }
 
 }  // namespace
 
 TEST(WorkTimeout, EveryKindOfWorkTimesOutOnTheWaiter) {
-  const auto paths = work_paths::all_paths();
-  std::vector<std::string> names;
-  for (const auto& path : paths) names.push_back(path.name);
-  std::vector<work_paths::Call> calls(paths.size());
-  const auto messages = timeouts_on_the_waiter(
-      names,
-      [&](size_t i, const dist::GroupPtr& group, bool waiter) {
-        work_paths::Call call = paths[i].prepare(group);
-        if (waiter) calls[i] = std::move(call);
-      },
-      [&](size_t i) { calls[i]().work->wait(kTimeout); });
-  expect_named_timeouts(names, messages);
+  std::vector<WaiterCall> calls;
+  for (const auto& path : work_paths::all_paths()) {
+    calls.push_back({path.name, [path](const dist::GroupPtr& group) -> std::function<void()> {
+                       work_paths::Call call = path.prepare(group);
+                       return [call] { call().work->wait(kTimeout); };
+                     }});
+  }
+  expect_named_timeouts(calls, timeouts_on_the_waiter(calls));
 }
 
 TEST(WorkTimeout, EveryObjectCollectiveTimesOutOnTheWaiter) {
-  const std::vector<std::string> names = {"all_gather_object", "gather_object to the waiter",
-                                          "broadcast_object_list from the late rank"};
-  std::vector<dist::GroupPtr> groups(names.size());
-  const auto messages = timeouts_on_the_waiter(
-      names,
-      [&](size_t i, const dist::GroupPtr& group, bool waiter) {
-        if (waiter) groups[i] = group;
-      },
-      [&](size_t i) {
-        const c10::IValue object(std::string("waiter"));
-        if (i == 0) dist::all_gather_object(object, groups[i]);
-        if (i == 1) dist::gather_object(object, 0, groups[i]);
-        if (i == 2) {
-          std::vector<c10::IValue> list = {object};
-          dist::broadcast_object_list(list, 1, groups[i]);
-        }
-      });
-  expect_named_timeouts(names, messages);
+  const c10::IValue object(std::string("waiter"));
+  const std::vector<WaiterCall> calls = {
+      {"all_gather_object",
+       [&](const dist::GroupPtr& group) -> std::function<void()> {
+         return [&, group] { dist::all_gather_object(object, group); };
+       }},
+      {"gather_object to the waiter",
+       [&](const dist::GroupPtr& group) -> std::function<void()> {
+         return [&, group] { dist::gather_object(object, 0, group); };
+       }},
+      {"broadcast_object_list from the late rank",
+       [&](const dist::GroupPtr& group) -> std::function<void()> {
+         return [&, group] {
+           std::vector<c10::IValue> list = {object};
+           dist::broadcast_object_list(list, 1, group);
+         };
+       }},
+  };
+  expect_named_timeouts(calls, timeouts_on_the_waiter(calls));
 }

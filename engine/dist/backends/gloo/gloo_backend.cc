@@ -60,6 +60,11 @@ std::string without_backtrace(const std::exception& e) {
   return error ? error->what_without_backtrace() : e.what();
 }
 
+std::exception_ptr peer_failure(int rank, const char* what, const std::exception& e) {
+  return std::make_exception_ptr(
+      PeerFailure(on_rank(rank, std::string("gloo ") + what + " failed: " + e.what())));
+}
+
 // A c10d work and what to do once it succeeded.
 class GlooWork : public Work {
  public:
@@ -118,8 +123,7 @@ class GlooWork : public Work {
         dynamic_cast<const ::gloo::IoException*>(&e) != nullptr &&
         (text.find("timeout") != std::string::npos || text.find("Timed out") != std::string::npos);
     if (timed_out) return std::make_exception_ptr(Timeout(message(timeout) + ": " + e.what()));
-    return std::make_exception_ptr(
-        PeerFailure(on_rank(rank_, std::string("gloo ") + what_ + " failed: " + e.what())));
+    return peer_failure(rank_, what_, e);
   }
 
   std::string message(std::chrono::milliseconds timeout) const {
@@ -407,8 +411,7 @@ WorkPtr GlooBackend::point_to_point(
   try {
     return wrap(start(), what);
   } catch (const ::gloo::IoException& e) {
-    return completed_work(std::make_exception_ptr(
-        PeerFailure(on_rank(rank_, std::string("gloo ") + what + " failed: " + e.what()))));
+    return completed_work(peer_failure(rank_, what, e));
   }
 }
 
