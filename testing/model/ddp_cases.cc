@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <numeric>
+
 #include "engine/model/batch_norm.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
@@ -14,8 +16,8 @@ void showValue(const TrainingCase& c, std::ostream& os) {
   os << "world_size=" << c.world_size << " batch=" << c.batch << " iterations=" << c.iterations
      << " accumulative_counts=" << c.accumulative_counts
      << " bucket_cap_bytes=" << c.bucket_cap_bytes << " view=" << c.gradient_as_bucket_view
-     << " find_unused=" << c.find_unused_parameters << " seed=" << c.seed
-     << " net: " << nets::describe(c.spec);
+     << " find_unused=" << c.find_unused_parameters << " broadcast_buffers=" << c.broadcast_buffers
+     << " seed=" << c.seed << " net: " << nets::describe(c.spec);
 }
 
 rc::Gen<TrainingCase> training_case(std::optional<int> world_size) {
@@ -30,6 +32,7 @@ rc::Gen<TrainingCase> training_case(std::optional<int> world_size) {
     c.bucket_cap_bytes = *rc::gen::element<int64_t>(8, 100, 1000, int64_t{25} << 20);
     c.gradient_as_bucket_view = *rc::gen::arbitrary<bool>();
     c.find_unused_parameters = *rc::gen::arbitrary<bool>();
+    c.broadcast_buffers = *rc::gen::arbitrary<bool>();
     c.seed = *rc::gen::arbitrary<uint32_t>();
     for (int it = 0; it < c.iterations; ++it) {
       c.used_heads.emplace_back();
@@ -41,10 +44,26 @@ rc::Gen<TrainingCase> training_case(std::optional<int> world_size) {
         }
         c.used_heads.back().push_back(used);
       }
+      c.head_order.push_back(head_orders(c.world_size, c.spec.heads));
     }
     return c;
   });
 }
+
+std::vector<std::vector<int64_t>> head_orders(int world_size, int64_t heads) {
+  std::vector<std::vector<int64_t>> orders;
+  for (int r = 0; r < world_size; ++r) {
+    std::vector<int64_t> order(heads);
+    std::iota(order.begin(), order.end(), 0);
+    for (int64_t i = heads - 1; i > 0; --i) {
+      std::swap(order[i], order[*rc::gen::inRange<int64_t>(0, i + 1)]);
+    }
+    orders.push_back(order);
+  }
+  return orders;
+}
+
+uint64_t scramble_seed(uint64_t case_seed, int rank) { return case_seed * 7919 + rank; }
 
 namespace {
 
@@ -55,26 +74,36 @@ std::shared_ptr<torch::optim::Optimizer> sgd(torch::nn::Module& module) {
 
 engine::model::TensorDict batch_of(const TrainingCase& c, int iteration, int rank) {
   return nets::make_batch(c.spec, c.batch, c.seed * 1000 + iteration * 10 + rank,
-                          c.used_heads[iteration][rank]);
+                          c.used_heads[iteration][rank], c.head_order[iteration][rank]);
+}
+
+std::map<std::string, at::Tensor> state_of(torch::nn::Module& module) {
+  auto state = nets::snapshot(module);
+  state.merge(nets::buffers_of(module));
+  return state;
 }
 
 }  // namespace
 
 Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int rank) {
   auto net = nets::make_net(c.spec);
-  // Only rank 0 starts from `initial`: the wrapper must broadcast it.
-  if (rank == 0) nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
   if (c.spec.batch_norm) engine::model::convert_sync_batchnorm(*net);
+  if (rank == 0) {
+    nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
+  } else {
+    nets::scramble_state(*net, scramble_seed(c.seed, rank));
+  }
   engine::model::DDPOptions options;
   options.bucket_cap_mb = double(c.bucket_cap_bytes) / (1 << 20);
   options.gradient_as_bucket_view = c.gradient_as_bucket_view;
   options.find_unused_parameters = c.find_unused_parameters;
+  options.broadcast_buffers = c.broadcast_buffers;
   auto ddp = std::make_shared<MMDistributedDataParallel>(net, options);
   engine::optim::OptimWrapper optim(sgd(*ddp), {c.accumulative_counts, std::nullopt});
   Snapshots snapshots;
   for (int it = 0; it < c.iterations; ++it) {
     ddp->train_step(batch_of(c, it, rank), optim);
-    snapshots.push_back(nets::snapshot(*net));
+    snapshots.push_back(state_of(*net));
   }
   return snapshots;
 }
@@ -88,7 +117,7 @@ Snapshots train_serial(const TrainingCase& c, nets::TestNet& initial) {
     std::vector<engine::model::TensorDict> batches;
     for (int r = 0; r < c.world_size; ++r) batches.push_back(batch_of(c, it, r));
     net->train_step(nets::concatenate(batches), optim);
-    snapshots.push_back(nets::snapshot(*net));
+    snapshots.push_back(state_of(*net));
   }
   return snapshots;
 }

@@ -25,7 +25,9 @@ struct TrainingCase {
   int64_t bucket_cap_bytes = 1;
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;
-  std::vector<std::vector<std::vector<bool>>> used_heads;  // [iteration][rank][head]
+  bool broadcast_buffers = true;
+  std::vector<std::vector<std::vector<bool>>> used_heads;     // [iteration][rank][head]
+  std::vector<std::vector<std::vector<int64_t>>> head_order;  // [iteration][rank]: a permutation
   uint64_t seed = 0;
 };
 
@@ -37,11 +39,13 @@ rc::Gen<TrainingCase> training_case(std::optional<int> world_size = std::nullopt
 // The initial network every side starts from, the same in every process.
 std::shared_ptr<nets::TestNet> initial_net(const TrainingCase& c);
 
-// One rank under MMDistributedDataParallel (only rank 0 starts from
-// `initial`: the wrapper must broadcast it); parameters after each step.
+// One rank under MMDistributedDataParallel; parameters and buffers after
+// each step. Only rank 0 starts from `initial`; every other rank starts from
+// a scrambled state of its own (nets::scramble_state), which the wrapper must
+// replace by rank 0's.
 Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int rank);
 
-// One process on the concatenated batch of all ranks.
+// One process on the concatenated batch of all ranks; parameters and buffers.
 Snapshots train_serial(const TrainingCase& c, nets::TestNet& initial);
 
 // Tolerance: float64 throughout; DDP and the serial run differ only in the
@@ -51,6 +55,14 @@ Snapshots train_serial(const TrainingCase& c, nets::TestNet& initial);
 // millionfold margin, while any real fault (a missing average, a stale or
 // misplaced bucket slot, an unsynced step) shows at 1e-3 or more.
 constexpr double kTolerance = 1e-9;
+
+// A rank's own starting state, for scramble_state: differs by rank and case.
+uint64_t scramble_seed(uint64_t case_seed, int rank);
+
+// Each rank's own order of running the heads, drawn at random: the rank-
+// dependent control flow that makes gradients arrive in another order on
+// every rank.
+std::vector<std::vector<int64_t>> head_orders(int world_size, int64_t heads);
 
 // The first parameter (by iteration) where `got` is off `expected` by more
 // than `tolerance` (absolute plus relative), described; nullopt when none is.

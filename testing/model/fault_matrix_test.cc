@@ -26,6 +26,7 @@ ddp_cases::TrainingCase short_run() {
   c.iterations = 3;
   c.bucket_cap_bytes = 64;  // several buckets per step
   c.used_heads.assign(c.iterations, std::vector<std::vector<bool>>(kWorld, {true}));
+  c.head_order.assign(c.iterations, std::vector<std::vector<int64_t>>(kWorld, {0}));
   c.seed = 5;
   return c;
 }
@@ -44,6 +45,7 @@ sharding_cases::ShardingCase short_sharded_run(const std::string& strategy) {
   c.reduce_bucket_size = 16;
   c.overlap_comm = true;
   c.used_heads.assign(c.iterations, {true});
+  c.head_order = ddp.head_order;
   c.seed = ddp.seed;
   return c;
 }

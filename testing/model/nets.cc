@@ -76,10 +76,12 @@ engine::model::TensorDict TestNet::forward(const engine::model::TensorDict& data
     }
   }
   at::Tensor out = torch::zeros({x.size(0), spec_.outputs}, x.options());
-  for (int64_t h = 0; h < spec_.heads; ++h, ++next) {
+  const at::Tensor order = data.at("head_order");
+  for (int64_t i = 0; i < spec_.heads; ++i) {
+    const int64_t h = order[i].item<int64_t>();
     at::Tensor column = mask.select(1, h).unsqueeze(1);
     if (!column.any().item<bool>()) continue;
-    out = out + column * run(next, layers_[next]->as<torch::nn::Linear>());
+    out = out + column * run(next + h, layers_[next + h]->as<torch::nn::Linear>());
   }
   if (mode == engine::model::ForwardMode::kLoss) {
     return {{"loss", torch::mse_loss(out, data.at("target"))}};
@@ -97,31 +99,68 @@ void copy_state(torch::nn::Module& from, torch::nn::Module& to) {
   for (auto& item : to.named_buffers()) item.value().copy_(buffers[item.key()]);
 }
 
-std::map<std::string, at::Tensor> snapshot(torch::nn::Module& module) {
+void scramble_state(torch::nn::Module& module, uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (auto& param : module.parameters()) param.normal_(0, 1, generator);
+  for (auto& item : module.named_buffers()) {
+    at::Tensor& buffer = item.value();
+    if (!at::isFloatingType(buffer.scalar_type())) {
+      buffer.random_(0, 100, generator);
+    } else if (item.key().find("running_var") != std::string::npos) {
+      buffer.uniform_(0.5, 2.0, generator);
+    } else {
+      buffer.normal_(0, 1, generator);
+    }
+  }
+}
+
+namespace {
+
+std::map<std::string, at::Tensor> clones(const torch::OrderedDict<std::string, at::Tensor>& items) {
   std::map<std::string, at::Tensor> values;
-  for (const auto& item : module.named_parameters())
-    values[item.key()] = item.value().detach().clone();
+  for (const auto& item : items) values[item.key()] = item.value().detach().clone();
   return values;
 }
 
+}  // namespace
+
+std::map<std::string, at::Tensor> snapshot(torch::nn::Module& module) {
+  return clones(module.named_parameters());
+}
+
+std::map<std::string, at::Tensor> buffers_of(torch::nn::Module& module) {
+  return clones(module.named_buffers());
+}
+
 engine::model::TensorDict make_batch(const NetSpec& spec, int64_t batch, uint64_t seed,
-                                     const std::vector<bool>& used_heads) {
+                                     const std::vector<bool>& used_heads,
+                                     const std::vector<int64_t>& head_order) {
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   auto options = torch::TensorOptions().dtype(torch::kDouble);
   std::vector<int64_t> shape{batch, spec.inputs};
   if (spec.image > 0) shape = {batch, spec.inputs, spec.image, spec.image};
   at::Tensor mask = torch::zeros({batch, spec.heads}, options);
   for (int64_t h = 0; h < spec.heads; ++h) {
-    if (used_heads[h]) mask.select(1, h).fill_(1.0);
+    // Distinct weights give each head its own gradient, so that one head's
+    // gradient reduced in another's place shows.
+    if (used_heads[h]) mask.select(1, h).fill_(1.0 + h);
   }
+  at::Tensor order = head_order.empty() ? torch::arange(spec.heads, torch::kLong)
+                                        : torch::tensor(head_order, torch::kLong);
   return {{"inputs", at::randn(shape, generator, options)},
           {"target", at::randn({batch, spec.outputs}, generator, options)},
-          {"head_mask", mask}};
+          {"head_mask", mask},
+          {"head_order", order}};
 }
 
 engine::model::TensorDict concatenate(const std::vector<engine::model::TensorDict>& batches) {
   engine::model::TensorDict joined;
   for (const auto& [name, value] : batches.front()) {
+    if (name == "head_order") {
+      joined[name] = value;
+      continue;
+    }
     std::vector<at::Tensor> parts;
     for (const auto& batch : batches) parts.push_back(batch.at(name));
     joined[name] = torch::cat(parts);

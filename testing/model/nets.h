@@ -32,8 +32,8 @@ std::string describe(const NetSpec& spec);
 class TestNet : public engine::model::BaseModel {
  public:
   explicit TestNet(const NetSpec& spec);
-  // "inputs", "target", and "head_mask" [batch, heads]: a head runs when
-  // its column is not all zero, weighted by it per sample.
+  // "inputs", "target", "head_mask" [batch, heads] (a head runs when its
+  // column is not all zero, weighted by it per sample) and "head_order".
   engine::model::TensorDict forward(const engine::model::TensorDict& data,
                                     engine::model::ForwardMode mode) override;
 
@@ -47,14 +47,27 @@ std::shared_ptr<TestNet> make_net(const NetSpec& spec);
 // Copies `from`'s parameters and buffers into `to` (same spec).
 void copy_state(torch::nn::Module& from, torch::nn::Module& to);
 
+// Redraws every parameter and buffer of `module` from `seed` (running
+// variances stay positive, counters become small integers), so that a rank
+// starts from a state of its own that only a wrapper's broadcast can fix.
+void scramble_state(torch::nn::Module& module, uint64_t seed);
+
 // Named parameter values, detached clones.
 std::map<std::string, at::Tensor> snapshot(torch::nn::Module& module);
 
-// One rank's batch: `batch` samples from `seed`, heads used as `used_heads`.
-engine::model::TensorDict make_batch(const NetSpec& spec, int64_t batch, uint64_t seed,
-                                     const std::vector<bool>& used_heads);
+// Named buffer values, detached clones.
+std::map<std::string, at::Tensor> buffers_of(torch::nn::Module& module);
 
-// The batches of all ranks, concatenated along dimension 0.
+// One rank's batch: `batch` samples from `seed`, heads used as `used_heads`
+// and run in `head_order` (a permutation of the heads; empty: in order).
+// The order is rank-dependent control flow: backward reaches the heads'
+// parameters in the reverse of it.
+engine::model::TensorDict make_batch(const NetSpec& spec, int64_t batch, uint64_t seed,
+                                     const std::vector<bool>& used_heads,
+                                     const std::vector<int64_t>& head_order = {});
+
+// The batches of all ranks, concatenated along dimension 0 (the first
+// batch's head order).
 engine::model::TensorDict concatenate(const std::vector<engine::model::TensorDict>& batches);
 
 }  // namespace nets

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -72,6 +73,10 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
       for (auto&& head : used) head = *rc::gen::arbitrary<bool>();
       used[*rc::gen::inRange<int64_t>(0, c.spec.heads)] = true;  // the loss needs one
       c.used_heads.push_back(used);
+      const bool one_order = c.strategy.rfind("ZERO", 0) != 0 && c.wrap != "root";
+      auto orders = ddp_cases::head_orders(c.world_size, c.spec.heads);
+      if (one_order) orders.assign(c.world_size, orders.front());
+      c.head_order.push_back(orders);
     }
     return c;
   });
@@ -112,7 +117,15 @@ std::shared_ptr<nets::TestNet> prepared_net(const ShardingCase& c) {
 
 engine::model::TensorDict batch_of(const ShardingCase& c, int iteration, int rank) {
   return nets::make_batch(c.spec, c.batch, c.seed * 1000 + iteration * 10 + rank,
-                          c.used_heads[iteration]);
+                          c.used_heads[iteration], c.head_order[iteration][rank]);
+}
+
+std::map<std::string, at::Tensor> float64_buffers(torch::nn::Module& module) {
+  auto buffers = nets::buffers_of(module);
+  for (auto& [name, value] : buffers) {
+    if (at::isFloatingType(value.scalar_type())) value = value.to(at::kDouble);
+  }
+  return buffers;
 }
 
 double grad_norm_of(const engine::optim::OptimWrapper& optim) {
@@ -154,8 +167,11 @@ std::shared_ptr<MMFullyShardedDataParallel> wrap(const ShardingCase& c,
 
 Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank) {
   auto net = prepared_net(c);
-  // Only rank 0 starts from `initial`: the wrapper must broadcast it.
-  if (rank == 0) nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
+  if (rank == 0) {
+    nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
+  } else {
+    nets::scramble_state(*net, ddp_cases::scramble_seed(c.seed, rank));
+  }
   if (c.spec.batch_norm) engine::model::convert_sync_batchnorm(*net);
   auto fsdp = wrap(c, net);
   engine::optim::OptimWrapper optim(optimizer_for(c, *fsdp), wrapper_options(c));
@@ -170,6 +186,7 @@ Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank) {
       fsdp->train_step(batch, optim);
     }
     run.parameters.push_back(fsdp->full_parameters());
+    run.buffers.push_back(float64_buffers(fsdp->module()));
     run.grad_norms.push_back(grad_norm_of(optim));
   }
   return run;
@@ -190,6 +207,11 @@ void mixed_precision_step(nets::TestNet& net, nets::TestNet& compute,
   for (const auto& [key, value] : batch) cast[key] = value.to(at::kFloat);
   engine::model::parse_losses(compute.forward(cast, engine::model::ForwardMode::kLoss))
       .loss.backward();
+  {
+    torch::NoGradGuard no_grad;  // the running statistics the forward updated
+    auto buffers = net.named_buffers();
+    for (const auto& item : compute.named_buffers()) buffers[item.key()].copy_(item.value());
+  }
   auto params = net.named_parameters();
   at::Tensor surrogate = at::zeros({}, at::kDouble);
   for (const auto& item : compute.named_parameters()) {
@@ -217,32 +239,46 @@ Run train_serial(const ShardingCase& c, nets::TestNet& initial) {
       mixed_precision_step(*net, *compute, nets::concatenate(batches), optim);
     }
     run.parameters.push_back(nets::snapshot(*net));
+    run.buffers.push_back(float64_buffers(*net));
     run.grad_norms.push_back(grad_norm_of(optim));
   }
   return run;
 }
 
-c10::IValue to_ivalue(const Run& run) {
+namespace {
+
+c10::IValue to_ivalue(const ddp_cases::Snapshots& snapshots) {
   c10::impl::GenericList steps(c10::AnyType::get());
-  for (const auto& parameters : run.parameters) {
+  for (const auto& snapshot : snapshots) {
     c10::Dict<std::string, at::Tensor> dict;
-    for (const auto& [name, value] : parameters) dict.insert(name, value);
+    for (const auto& [name, value] : snapshot) dict.insert(name, value);
     steps.push_back(dict);
   }
-  return c10::ivalue::Tuple::create({steps, run.grad_norms});
+  return steps;
+}
+
+ddp_cases::Snapshots snapshots_from(const c10::IValue& value) {
+  ddp_cases::Snapshots snapshots;
+  for (const auto& step : value.toListRef()) {
+    std::map<std::string, at::Tensor> snapshot;
+    for (const auto& item : step.toGenericDict()) {
+      snapshot[item.key().toStringRef()] = item.value().toTensor();
+    }
+    snapshots.push_back(std::move(snapshot));
+  }
+  return snapshots;
+}
+
+}  // namespace
+
+c10::IValue to_ivalue(const Run& run) {
+  return c10::ivalue::Tuple::create(
+      {to_ivalue(run.parameters), to_ivalue(run.buffers), run.grad_norms});
 }
 
 void from_ivalue(const c10::IValue& value, Run& out) {
   const auto& fields = value.toTupleRef().elements();
-  out = Run{};
-  for (const auto& step : fields[0].toListRef()) {
-    std::map<std::string, at::Tensor> parameters;
-    for (const auto& item : step.toGenericDict()) {
-      parameters[item.key().toStringRef()] = item.value().toTensor();
-    }
-    out.parameters.push_back(std::move(parameters));
-  }
-  out.grad_norms = fields[1].toDoubleVector();
+  out = Run{snapshots_from(fields[0]), snapshots_from(fields[1]), fields[2].toDoubleVector()};
 }
 
 double tolerance(const ShardingCase& c) {
@@ -251,10 +287,36 @@ double tolerance(const ShardingCase& c) {
   return c.spec.batch_norm && c.param_dtype == "float32" ? 1e-3 : 1e-4;
 }
 
+double buffer_tolerance(const ShardingCase& c) {
+  return c.buffer_dtype == "float32" ? std::max(tolerance(c), 1e-5) : tolerance(c);
+}
+
+namespace {
+
+std::optional<std::string> first_difference(const ddp_cases::Snapshots& first,
+                                            const ddp_cases::Snapshots& other, int rank) {
+  for (size_t it = 0; it < first.size(); ++it) {
+    for (const auto& [name, got] : first[it]) {
+      if (!torch::equal(other[it].at(name), got)) {
+        return "iteration " + std::to_string(it) + " " + name + ": rank " + std::to_string(rank) +
+               " differs from rank 0";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> first_problem(const ShardingCase& c, const Run& expected,
                                          const std::vector<Run>& per_rank) {
   if (auto problem = ddp_cases::first_departure(expected.parameters, per_rank[0].parameters,
                                                 "rank 0 against the serial run", tolerance(c))) {
+    return problem;
+  }
+  if (auto problem =
+          ddp_cases::first_departure(expected.buffers, per_rank[0].buffers,
+                                     "rank 0 against the serial run", buffer_tolerance(c))) {
     return problem;
   }
   for (size_t it = 0; it < expected.grad_norms.size(); ++it) {
@@ -267,13 +329,12 @@ std::optional<std::string> first_problem(const ShardingCase& c, const Run& expec
     }
   }
   for (size_t r = 1; r < per_rank.size(); ++r) {
-    for (size_t it = 0; it < expected.parameters.size(); ++it) {
-      for (const auto& [name, got] : per_rank[0].parameters[it]) {
-        if (!torch::equal(per_rank[r].parameters[it].at(name), got)) {
-          return "iteration " + std::to_string(it) + " " + name + ": rank " + std::to_string(r) +
-                 " differs from rank 0";
-        }
+    for (auto part : {&Run::parameters, &Run::buffers}) {
+      if (auto problem = first_difference(per_rank[0].*part, per_rank[r].*part, int(r))) {
+        return problem;
       }
+    }
+    for (size_t it = 0; it < expected.parameters.size(); ++it) {
       const double a = per_rank[r].grad_norms[it], b = per_rank[0].grad_norms[it];
       if (!(a == b || (std::isnan(a) && std::isnan(b)))) {
         return "iteration " + std::to_string(it) + ": rank " + std::to_string(r) +

@@ -45,6 +45,10 @@ struct ShardingCase {
   std::optional<double> clip_norm;  // max_norm; norm_type below
   double norm_type = 2;
   std::vector<std::vector<bool>> used_heads;  // [iteration][head], alike on every rank
+  // [iteration][rank]: rank-dependent where the wrapper allows it (ZeRO, and
+  // FSDP with one unit); alike elsewhere, since FSDP needs every rank to
+  // gather its units in one order (as PyTorch's does).
+  std::vector<std::vector<std::vector<int64_t>>> head_order;
   uint64_t seed = 0;
 };
 
@@ -54,10 +58,12 @@ void showValue(const ShardingCase& c, std::ostream& os);
 // groups where the world size is even, else in one).
 rc::Gen<ShardingCase> sharding_case(int max_world_size);
 
-// What a side reports after each step: every full parameter, and the
-// grad_norm the clipping measured (NaN without clipping).
+// What a side reports after each step: every full parameter, every buffer
+// (as float64), and the grad_norm the clipping measured (NaN without
+// clipping).
 struct Run {
   ddp_cases::Snapshots parameters;
+  ddp_cases::Snapshots buffers;
   std::vector<double> grad_norms;
 };
 
@@ -66,8 +72,9 @@ struct Run {
 c10::IValue to_ivalue(const Run& run);
 void from_ivalue(const c10::IValue& value, Run& out);
 
-// One rank under the case's wrapper (only rank 0 starts from
-// `initial`: sync_module_states must broadcast it).
+// One rank under the case's wrapper. Only rank 0 starts from `initial`;
+// every other rank starts from a scrambled state of its own, which
+// sync_module_states must replace by rank 0's.
 Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank);
 
 // One process on the concatenated batch of all ranks; with a param_dtype,
@@ -85,7 +92,12 @@ Run train_serial(const ShardingCase& c, nets::TestNet& initial);
 // average or cast back still shows at 1e-3 or more.
 double tolerance(const ShardingCase& c);
 
-// The first difference from the serial run beyond tolerance(c), or
+// The same for buffers: a float32 buffer_dtype rounds the running statistics
+// where the serial run keeps float64 (relative 6e-8 per update).
+double buffer_tolerance(const ShardingCase& c);
+
+// The first difference from the serial run beyond tolerance(c) (buffers:
+// buffer_tolerance(c)), or
 // between ranks at all (every rank gathers the same shards:
 // bit-identical); nullopt when there is none.
 std::optional<std::string> first_problem(const ShardingCase& c, const Run& expected,
