@@ -188,10 +188,11 @@ HARNESS_PROP(ReduceScatterTensor, RankKGetsReferenceOfBlockK, ()) {
 }
 
 // Floats of magnitudes from 1e-4 to 1e8, whose sums change with the order
-// they are added in. Where the path reduces in rank order (the simulator;
-// the mpi backend's exchanged reduce_scatter, up to 8 ranks), each rank's
-// block is the rank-order sum bit for bit, of every size up to 1 MiB.
-TEST(ReduceScatterTensor, OrderDependentFloatsSumInRankOrderWhereThePathSaysSo) {
+// they are added in, through both forms, each twice: the same bits run after
+// run, and where the path reduces in rank order (the simulator; the mpi
+// backend's exchanged reduce_scatter, up to 8 ranks) each rank's block is the
+// rank-order sum bit for bit, of every size up to 1 MiB.
+TEST(ReduceScatter, OrderDependentFloatsSumInRankOrderWhereThePathSaysSo) {
   const int world = harness::max_world_size(5);
   if (world < 3) GTEST_SKIP() << "a sum of two values is the same in either order";
   bool orders_differ = false;
@@ -209,16 +210,29 @@ TEST(ReduceScatterTensor, OrderDependentFloatsSumInRankOrderWhereThePathSaysSo) 
       reverse_order.push_back(sum_in_order(blocks, true));
     }
     orders_differ |= !at::equal(at::stack(rank_order), at::stack(reverse_order));
-    const auto results = harness::collect_ranks<at::Tensor>(world, [&](int rank) {
+    harness::run_ranks(world, [&](int rank) {
       const std::string backend = dist::get_backend().value_or("");
-      if (backend != "sim" && backend != "mpi") return rank_order[rank];  // no such promise
-      at::Tensor out = at::empty({count}).to(harness::device());
-      dist::reduce_scatter_tensor(out, stacked[rank].reshape({-1}).to(harness::device()), "sum");
-      return out.cpu();
+      const at::Tensor input = stacked[rank].to(harness::device());
+      std::vector<at::Tensor> outputs;
+      for (int run = 0; run < 2; ++run) {
+        at::Tensor out = at::empty({count}).to(harness::device());
+        dist::reduce_scatter_tensor(out, input.reshape({-1}), "sum");
+        outputs.push_back(out.cpu());
+        std::vector<at::Tensor> blocks(input.unbind(0));
+        out = at::empty({count}).to(harness::device());
+        dist::reduce_scatter(out, blocks, "sum");
+        outputs.push_back(out.cpu());
+      }
+      for (const at::Tensor& out : outputs) {
+        if (!cases::bit_equal(out, outputs[0]))
+          throw std::logic_error("the forms or runs of reduce_scatter gave different bits");
+      }
+      const bool promised = backend == "sim" || backend == "mpi";
+      if (promised && !cases::bit_equal(outputs[0], rank_order[rank])) {
+        throw std::logic_error("rank " + std::to_string(rank) +
+                               "'s block is not the rank-order sum on " + backend);
+      }
     });
-    for (int k = 0; k < world; ++k) {
-      EXPECT_TRUE(cases::bit_equal(results[k], rank_order[k])) << "rank " << k;
-    }
   }
   EXPECT_TRUE(orders_differ) << "the inputs cannot tell one order from another";
 }
@@ -272,6 +286,40 @@ TEST(AllReduce, OrderDependentFloatsSumInRankOrderWhereThePathSaysSo) {
     }
   }
   EXPECT_TRUE(orders_differ) << "the inputs cannot tell one order from another";
+}
+
+// reduce of floats whose sums depend on the order they are added in, to
+// every root, twice: the root gets the same bits run after run, and on the
+// simulator the rank-order sum. The backends hand reduce to their library
+// (MPI_Ireduce, Gloo's reduce through c10d), which promises no order.
+TEST(Reduce, OrderDependentFloatsGiveTheSameBitsRunAfterRun) {
+  const int world = harness::max_world_size(5);
+  if (world < 3) GTEST_SKIP() << "a sum of two values is the same in either order";
+  for (const int64_t count : {int64_t{1}, int64_t{500}, int64_t{1} << 18}) {
+    SCOPED_TRACE("elements " + std::to_string(count));
+    std::vector<at::Tensor> inputs;
+    for (int r = 0; r < world; ++r) inputs.push_back(order_sensitive_floats(r, count));
+    const at::Tensor forward = sum_in_order(inputs, false);
+    harness::run_ranks(world, [&](int rank) {
+      const std::string backend = dist::get_backend().value_or("");
+      for (int root = 0; root < world; ++root) {
+        std::vector<at::Tensor> twice;
+        for (int run = 0; run < 2; ++run) {
+          at::Tensor t = inputs[rank].clone().to(harness::device());
+          dist::reduce(t, root, "sum");
+          twice.push_back(t.cpu());
+        }
+        if (rank != root) continue;
+        if (!cases::bit_equal(twice[0], twice[1])) {
+          throw std::logic_error("two runs of one reduce gave root " + std::to_string(root) +
+                                 " different bits");
+        }
+        if (backend == "sim" && !cases::bit_equal(twice[0], forward)) {
+          throw std::logic_error("root " + std::to_string(root) + " got no rank-order sum");
+        }
+      }
+    });
+  }
 }
 
 TEST(ReduceScatterTensor, InputOfTheWrongSizeIsNamed) {
