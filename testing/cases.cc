@@ -149,4 +149,17 @@ bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
   return ca.nbytes() == 0 || std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
 }
 
+at::Tensor order_sensitive_floats(int rank, int64_t count) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(100 * rank + count);
+  const at::Tensor scale = at::pow(10.0, at::randint(-4, 9, {count}, generator));
+  return (at::randn({count}, generator) * scale).to(at::kFloat);
+}
+
+at::Tensor sum_in_order(const std::vector<at::Tensor>& inputs, bool reverse) {
+  const int n = static_cast<int>(inputs.size());
+  at::Tensor sum = inputs[reverse ? n - 1 : 0].clone();
+  for (int i = 1; i < n; ++i) sum += inputs[reverse ? n - 1 - i : i];
+  return sum;
+}
+
 }  // namespace cases

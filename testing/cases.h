@@ -66,4 +66,11 @@ at::Tensor reduce_reference(const std::vector<at::Tensor>& inputs, const std::st
 // any devices.
 bool bit_equal(const at::Tensor& a, const at::Tensor& b);
 
+// `count` float32 values of magnitudes from 1e-4 to 1e8, drawn for `rank`,
+// whose sums change with the order they are added in.
+at::Tensor order_sensitive_floats(int rank, int64_t count);
+
+// inputs[0] + inputs[1] + ..., left to right (or right to left).
+at::Tensor sum_in_order(const std::vector<at::Tensor>& inputs, bool reverse = false);
+
 }  // namespace cases

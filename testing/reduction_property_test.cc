@@ -71,21 +71,6 @@ std::vector<InPlace> run_in_place(const TensorCase& c, const std::vector<at::Ten
       harness::test_options(c.sim_seed));
 }
 
-// Floats of magnitudes from 1e-4 to 1e8, whose sums change with the order
-// they are added in.
-at::Tensor order_sensitive_floats(int rank, int64_t count) {
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(100 * rank + count);
-  const at::Tensor scale = at::pow(10.0, at::randint(-4, 9, {count}, generator));
-  return (at::randn({count}, generator) * scale).to(at::kFloat);
-}
-
-at::Tensor sum_in_order(const std::vector<at::Tensor>& inputs, bool reverse) {
-  const int n = static_cast<int>(inputs.size());
-  at::Tensor sum = inputs[reverse ? n - 1 : 0].clone();
-  for (int i = 1; i < n; ++i) sum += inputs[reverse ? n - 1 - i : i];
-  return sum;
-}
-
 // Group rank k's output is the reduction of the members' inputs[k]; the
 // other ranks' outputs are untouched.
 void check_scattered(const TensorCase& c, const std::vector<std::vector<at::Tensor>>& inputs,
@@ -200,14 +185,14 @@ TEST(ReduceScatter, OrderDependentFloatsSumInRankOrderWhereThePathSaysSo) {
     SCOPED_TRACE("elements per block " + std::to_string(count));
     std::vector<at::Tensor> stacked;  // rank r's blocks, [world, count]
     for (int r = 0; r < world; ++r) {
-      stacked.push_back(order_sensitive_floats(r, world * count).reshape({world, count}));
+      stacked.push_back(cases::order_sensitive_floats(r, world * count).reshape({world, count}));
     }
     std::vector<at::Tensor> rank_order, reverse_order;
     for (int k = 0; k < world; ++k) {
       std::vector<at::Tensor> blocks;
       for (int r = 0; r < world; ++r) blocks.push_back(stacked[r][k]);
-      rank_order.push_back(sum_in_order(blocks, false));
-      reverse_order.push_back(sum_in_order(blocks, true));
+      rank_order.push_back(cases::sum_in_order(blocks, false));
+      reverse_order.push_back(cases::sum_in_order(blocks, true));
     }
     orders_differ |= !at::equal(at::stack(rank_order), at::stack(reverse_order));
     harness::run_ranks(world, [&](int rank) {
@@ -252,9 +237,9 @@ TEST(AllReduce, OrderDependentFloatsSumInRankOrderWhereThePathSaysSo) {
       if (shared && !harness::device().is_cpu()) continue;
       SCOPED_TRACE("elements " + std::to_string(count) + (shared ? ", node-shared" : ""));
       std::vector<at::Tensor> inputs;
-      for (int r = 0; r < world; ++r) inputs.push_back(order_sensitive_floats(r, count));
-      const at::Tensor forward = sum_in_order(inputs, false);
-      orders_differ |= !at::equal(forward, sum_in_order(inputs, true));
+      for (int r = 0; r < world; ++r) inputs.push_back(cases::order_sensitive_floats(r, count));
+      const at::Tensor forward = cases::sum_in_order(inputs, false);
+      orders_differ |= !at::equal(forward, cases::sum_in_order(inputs, true));
       const auto results = harness::collect_ranks<at::Tensor>(
           world,
           [&](int rank) {
@@ -298,8 +283,8 @@ TEST(Reduce, OrderDependentFloatsGiveTheSameBitsRunAfterRun) {
   for (const int64_t count : {int64_t{1}, int64_t{500}, int64_t{1} << 18}) {
     SCOPED_TRACE("elements " + std::to_string(count));
     std::vector<at::Tensor> inputs;
-    for (int r = 0; r < world; ++r) inputs.push_back(order_sensitive_floats(r, count));
-    const at::Tensor forward = sum_in_order(inputs, false);
+    for (int r = 0; r < world; ++r) inputs.push_back(cases::order_sensitive_floats(r, count));
+    const at::Tensor forward = cases::sum_in_order(inputs, false);
     harness::run_ranks(world, [&](int rank) {
       const std::string backend = dist::get_backend().value_or("");
       for (int root = 0; root < world; ++root) {
