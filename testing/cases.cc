@@ -63,19 +63,26 @@ rc::Gen<std::vector<int>> subgroup(int world_size, size_t min_size) {
       [min_size](const std::vector<int>& ranks) { return ranks.size() >= min_size; });
 }
 
-rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops) {
-  return rc::gen::exec([ops] {
+rc::Gen<TensorCase> group_case() {
+  return rc::gen::exec([] {
     TensorCase c;
     c.world_size = *rc::gen::inRange(1, harness::max_world_size(8) + 1);
+    for (int r = 0; r < c.world_size; ++r) c.members.push_back(r);
+    if (*rc::gen::arbitrary<bool>()) c.members = *subgroup(c.world_size, 1);
+    c.root = *rc::gen::inRange(0, static_cast<int>(c.members.size()));
+    c.sim_seed = *rc::gen::arbitrary<uint32_t>();
+    return c;
+  });
+}
+
+rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops) {
+  return rc::gen::exec([ops] {
+    TensorCase c = *group_case();
     c.op = ops.empty() ? "" : *rc::gen::elementOf(ops);
     c.dtype = *rc::gen::elementOf(c.op.empty() ? all_dtypes() : dtypes_for(c.op));
     c.shape = *shape_gen();
     c.contiguous = *rc::gen::arbitrary<bool>();
-    for (int r = 0; r < c.world_size; ++r) c.members.push_back(r);
-    if (*rc::gen::arbitrary<bool>()) c.members = *subgroup(c.world_size, 1);
-    c.root = *rc::gen::inRange(0, static_cast<int>(c.members.size()));
     c.data_seed = *rc::gen::arbitrary<uint32_t>();
-    c.sim_seed = *rc::gen::arbitrary<uint32_t>();
     return c;
   });
 }

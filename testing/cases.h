@@ -46,8 +46,13 @@ std::vector<c10::ScalarType> dtypes_for(const std::string& op);
 // ranks, any shape: without rank 0, not contiguous, the whole world.
 rc::Gen<std::vector<int>> subgroup(int world_size, size_t min_size);
 
-// World sizes 1-8; shapes from empty to past the simulator's parallel-path
-// threshold; every root; contiguous or strided.
+// World sizes 1-8 (up to the processes in process mode), the group (the
+// whole world, or in half the cases any subgroup) and a root in it; the
+// other fields at their defaults.
+rc::Gen<TensorCase> group_case();
+
+// A group_case with shapes from empty to past the simulator's parallel-path
+// threshold; contiguous or strided.
 rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops);
 
 // Rank `rank`'s input: values small enough for every reduction over 8 ranks

@@ -37,8 +37,24 @@ TEST(SyncRandomSeed, EveryRankGetsRankZerosDrawInRange) {
   }
 }
 
+TEST(SyncRandomSeed, MembersOfASubgroupWithoutRankZeroAgree) {
+  const auto seeds = harness::collect_ranks<int64_t>(5, [](int) {
+    const dist::GroupPtr group = dist::new_group({1, 3, 4});
+    return group->is_member() ? dist::sync_random_seed(group) : int64_t{-1};
+  });
+  EXPECT_EQ(seeds[0], -1);
+  EXPECT_EQ(seeds[2], -1);
+  EXPECT_GE(seeds[1], 0);
+  EXPECT_EQ(seeds[3], seeds[1]);
+  EXPECT_EQ(seeds[4], seeds[1]);
+}
+
+// The helpers' properties run on the whole world or (in half the cases) on
+// any subgroup: the reference is over its members, and ranks outside it do
+// not call and keep their values.
 HARNESS_PROP(AllReduceDict, EqualsPerKeyReferenceWithPromotion, ()) {
-  const int n = *rc::gen::inRange(1, 9);
+  const cases::TensorCase g = *cases::group_case();
+  const int n = static_cast<int>(g.members.size());
   const auto op = *rc::gen::element<std::string>("sum", "mean", "max");
   // Per key: element count and whether the value is an integer tensor. Up to
   // 40 elements a key, so that some dicts ride in the gathered record (up to
@@ -57,25 +73,29 @@ HARNESS_PROP(AllReduceDict, EqualsPerKeyReferenceWithPromotion, ()) {
     return cases::input_for(c, rank);
   };
   const auto results = harness::collect_ranks<std::map<std::string, at::Tensor>>(
-      n,
+      g.world_size,
       [&](int rank) {
+        const dist::GroupPtr group = cases::group_of(g);
         std::map<std::string, at::Tensor> data;
         for (const auto& [key, spec] : layout) data[key] = value(key, rank);
-        dist::all_reduce_dict(data, op);
+        if (cases::is_member(g, rank)) dist::all_reduce_dict(data, op, group);
         return data;
       },
-      drawn_options());
+      harness::test_options(g.sim_seed));
   // Values travel in one buffer whose dtype is the promotion of them all.
   bool any_float = false;
   for (const auto& [key, spec] : layout) any_float |= !spec.second;
   for (const auto& [key, spec] : layout) {
     std::vector<at::Tensor> inputs;
-    for (int r = 0; r < n; ++r) {
+    for (const int r : g.members) {
       at::Tensor v = value(key, r);
       inputs.push_back(n > 1 && any_float ? v.to(at::kFloat) : v);
     }
     const at::Tensor expected = cases::reduce_reference(inputs, op);
-    for (const auto& data : results) RC_ASSERT(cases::bit_equal(data.at(key), expected));
+    for (int r = 0; r < g.world_size; ++r) {
+      RC_ASSERT(
+          cases::bit_equal(results[r].at(key), cases::is_member(g, r) ? expected : value(key, r)));
+    }
   }
 }
 
@@ -97,7 +117,7 @@ TEST(AllReduceDict, DifferentKeysRaiseMismatchOnEveryRankNamingThem) {
 }
 
 HARNESS_PROP(AllReduceParams, CoalescedAndPerTensorPathsAgree, ()) {
-  const int n = *rc::gen::inRange(1, 9);
+  const cases::TensorCase g = *cases::group_case();
   const int bucket_size_mb = *rc::gen::element(-1, 1);
   const auto op = *rc::gen::element<std::string>("sum", "mean", "min");
   // Up to 6 params of up to 100k elements: several 1 MiB buckets, per dtype.
@@ -119,23 +139,26 @@ HARNESS_PROP(AllReduceParams, CoalescedAndPerTensorPathsAgree, ()) {
   };
   auto run = [&](bool coalesce) {
     return harness::collect_ranks<std::vector<at::Tensor>>(
-        n,
+        g.world_size,
         [&](int rank) {
+          const dist::GroupPtr group = cases::group_of(g);
           auto params = params_of(rank);
-          dist::all_reduce_params(params, coalesce, bucket_size_mb, op);
+          if (cases::is_member(g, rank))
+            dist::all_reduce_params(params, coalesce, bucket_size_mb, op, group);
           return params;
         },
-        drawn_options());
+        harness::test_options(g.sim_seed));
   };
   const auto coalesced = run(true);
   const auto per_tensor = run(false);
   for (size_t i = 0; i < shapes.size(); ++i) {
     std::vector<at::Tensor> inputs;
-    for (int r = 0; r < n; ++r) inputs.push_back(params_of(r)[i]);
+    for (const int r : g.members) inputs.push_back(params_of(r)[i]);
     const at::Tensor expected = cases::reduce_reference(inputs, op);
-    for (int r = 0; r < n; ++r) {
-      RC_ASSERT(cases::bit_equal(coalesced[r][i], expected));
-      RC_ASSERT(cases::bit_equal(per_tensor[r][i], expected));
+    for (int r = 0; r < g.world_size; ++r) {
+      const at::Tensor want = cases::is_member(g, r) ? expected : params_of(r)[i];
+      RC_ASSERT(cases::bit_equal(coalesced[r][i], want));
+      RC_ASSERT(cases::bit_equal(per_tensor[r][i], want));
     }
   }
 }

@@ -66,52 +66,74 @@ bool same_object(const c10::IValue& a, const c10::IValue& b) {
 
 }  // namespace
 
-HARNESS_PROP(AllGatherObject, EveryRankGetsEveryObjectInRankOrder, ()) {
-  const int n = *rc::gen::inRange(1, 9);
+// Each property runs on the whole world or (in half the cases) on any
+// subgroup, with the root anywhere in it; ranks outside the group do not
+// call, and keep what they had.
+
+HARNESS_PROP(AllGatherObject, EveryMemberGetsEveryMembersObjectInGroupRankOrder, ()) {
+  const cases::TensorCase g = *cases::group_case();
   const ObjectCase c = *object_case();
   const auto results = harness::collect_ranks<std::vector<c10::IValue>>(
-      n, [&](int rank) { return dist::all_gather_object(make_object(c, rank)); },
-      harness::test_options(*rc::gen::arbitrary<uint32_t>()));
-  for (const auto& list : results) {
-    RC_ASSERT(static_cast<int>(list.size()) == n);
-    for (int r = 0; r < n; ++r) RC_ASSERT(same_object(list[r], make_object(c, r)));
+      g.world_size,
+      [&](int rank) -> std::vector<c10::IValue> {
+        const dist::GroupPtr group = cases::group_of(g);
+        if (!cases::is_member(g, rank)) return {};
+        return dist::all_gather_object(make_object(c, rank), group);
+      },
+      harness::test_options(g.sim_seed));
+  for (const int r : g.members) {
+    RC_ASSERT(results[r].size() == g.members.size());
+    for (size_t k = 0; k < g.members.size(); ++k) {
+      RC_ASSERT(same_object(results[r][k], make_object(c, g.members[k])));
+    }
   }
 }
 
-HARNESS_PROP(GatherObject, DstGetsEveryObjectOthersNothing, ()) {
-  const int n = *rc::gen::inRange(1, 9);
-  const int dst = *rc::gen::inRange(0, n);
+HARNESS_PROP(GatherObject, DstGetsEveryMembersObjectOthersNothing, ()) {
+  const cases::TensorCase g = *cases::group_case();
+  const int dst = cases::global_root(g);
   const ObjectCase c = *object_case();
   const auto results = harness::collect_ranks<std::optional<std::vector<c10::IValue>>>(
-      n, [&](int rank) { return dist::gather_object(make_object(c, rank), dst); },
-      harness::test_options(*rc::gen::arbitrary<uint32_t>()));
-  for (int r = 0; r < n; ++r) {
-    if (r != dst && n > 1) {
+      g.world_size,
+      [&](int rank) -> std::optional<std::vector<c10::IValue>> {
+        const dist::GroupPtr group = cases::group_of(g);
+        if (!cases::is_member(g, rank)) return std::nullopt;
+        return dist::gather_object(make_object(c, rank), dst, group);
+      },
+      harness::test_options(g.sim_seed));
+  for (const int r : g.members) {
+    if (r != dst) {
       RC_ASSERT(!results[r].has_value());
       continue;
     }
     RC_ASSERT(results[r].has_value());
-    for (int s = 0; s < n; ++s) RC_ASSERT(same_object((*results[r])[s], make_object(c, s)));
+    RC_ASSERT(results[r]->size() == g.members.size());
+    for (size_t k = 0; k < g.members.size(); ++k) {
+      RC_ASSERT(same_object((*results[r])[k], make_object(c, g.members[k])));
+    }
   }
 }
 
-HARNESS_PROP(BroadcastObjectList, EveryRankGetsTheSourcesList, ()) {
-  const int n = *rc::gen::inRange(1, 9);
-  const int src = *rc::gen::inRange(0, n);
+HARNESS_PROP(BroadcastObjectList, EveryMemberGetsTheSourcesListOthersKeepTheirs, ()) {
+  const cases::TensorCase g = *cases::group_case();
+  const int src = cases::global_root(g);
   const ObjectCase c = *object_case();
+  // Lists of different lengths before the call: the source's replaces them.
+  auto list_before = [](int rank) { return std::vector<c10::IValue>(rank % 3, c10::IValue(rank)); };
   const auto results = harness::collect_ranks<std::vector<c10::IValue>>(
-      n,
+      g.world_size,
       [&](int rank) {
-        // Lists of different lengths: the source's replaces them all.
-        std::vector<c10::IValue> list(rank % 3, c10::IValue(rank));
+        const dist::GroupPtr group = cases::group_of(g);
+        std::vector<c10::IValue> list = list_before(rank);
         if (rank == src) list = {make_object(c, rank), c10::IValue(), c10::IValue("x")};
-        dist::broadcast_object_list(list, src);
+        if (cases::is_member(g, rank)) dist::broadcast_object_list(list, src, group);
         return list;
       },
-      harness::test_options(*rc::gen::arbitrary<uint32_t>()));
-  const std::vector<c10::IValue> expected = {make_object(c, src), c10::IValue(), c10::IValue("x")};
-  for (const auto& list : results) {
-    RC_ASSERT(list.size() == expected.size());
-    for (size_t i = 0; i < list.size(); ++i) RC_ASSERT(same_object(list[i], expected[i]));
+      harness::test_options(g.sim_seed));
+  const std::vector<c10::IValue> from_src = {make_object(c, src), c10::IValue(), c10::IValue("x")};
+  for (int r = 0; r < g.world_size; ++r) {
+    const auto expected = cases::is_member(g, r) ? from_src : list_before(r);
+    RC_ASSERT(results[r].size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) RC_ASSERT(same_object(results[r][i], expected[i]));
   }
 }
