@@ -141,4 +141,19 @@ std::optional<std::string> first_departure(const Snapshots& expected, const Snap
   return std::nullopt;
 }
 
+std::optional<std::string> first_difference_from_rank0(const Snapshots& first,
+                                                       const Snapshots& other, int rank) {
+  for (size_t it = 0; it < first.size(); ++it) {
+    for (const auto& [name, value] : first[it]) {
+      const at::Tensor& mine = other[it].at(name);
+      if (!torch::equal(mine, value)) {
+        return "iteration " + std::to_string(it) + " " + name + ": rank " + std::to_string(rank) +
+               " differs from rank 0 by " +
+               std::to_string((mine - value).abs().max().item<double>());
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace ddp_cases

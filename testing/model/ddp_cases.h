@@ -69,4 +69,9 @@ std::vector<std::vector<int64_t>> head_orders(int world_size, int64_t heads);
 std::optional<std::string> first_departure(const Snapshots& expected, const Snapshots& got,
                                            const std::string& who, double tolerance = kTolerance);
 
+// The first value (by iteration) where rank `rank`'s snapshots `other` are
+// not bit for bit rank 0's `first`, described; nullopt when none is.
+std::optional<std::string> first_difference_from_rank0(const Snapshots& first,
+                                                       const Snapshots& other, int rank);
+
 }  // namespace ddp_cases

@@ -291,23 +291,6 @@ double buffer_tolerance(const ShardingCase& c) {
   return c.buffer_dtype == "float32" ? std::max(tolerance(c), 1e-5) : tolerance(c);
 }
 
-namespace {
-
-std::optional<std::string> first_difference(const ddp_cases::Snapshots& first,
-                                            const ddp_cases::Snapshots& other, int rank) {
-  for (size_t it = 0; it < first.size(); ++it) {
-    for (const auto& [name, got] : first[it]) {
-      if (!torch::equal(other[it].at(name), got)) {
-        return "iteration " + std::to_string(it) + " " + name + ": rank " + std::to_string(rank) +
-               " differs from rank 0";
-      }
-    }
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 std::optional<std::string> first_problem(const ShardingCase& c, const Run& expected,
                                          const std::vector<Run>& per_rank) {
   if (auto problem = ddp_cases::first_departure(expected.parameters, per_rank[0].parameters,
@@ -330,7 +313,8 @@ std::optional<std::string> first_problem(const ShardingCase& c, const Run& expec
   }
   for (size_t r = 1; r < per_rank.size(); ++r) {
     for (auto part : {&Run::parameters, &Run::buffers}) {
-      if (auto problem = first_difference(per_rank[0].*part, per_rank[r].*part, int(r))) {
+      if (auto problem = ddp_cases::first_difference_from_rank0(
+              per_rank[0].*part, per_rank[r].*part, static_cast<int>(r))) {
         return problem;
       }
     }
