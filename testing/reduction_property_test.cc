@@ -222,6 +222,46 @@ TEST(ReduceScatter, OrderDependentFloatsSumInRankOrderWhereThePathSaysSo) {
   EXPECT_TRUE(orders_differ) << "the inputs cannot tell one order from another";
 }
 
+// The output may lie inside the input: the one-tensor form's in-place call
+// (the output is this rank's block of the input, as NCCL allows) and the
+// list form given its own tensor of the list. Both still reduce every rank's
+// block as it was before the call, small (one gather ring on gloo) and large
+// (the chunked ring, which reads every block to its end).
+TEST(ReduceScatter, AnOutputInsideTheInputGetsTheSumOfTheBlocksAsTheyWere) {
+  const int world = harness::max_world_size(3);
+  for (const int64_t count : {int64_t{3}, int64_t{1} << 16}) {
+    SCOPED_TRACE("elements per block " + std::to_string(count));
+    // Rank r's blocks, [world, count]: small integers, exact in any order.
+    auto blocks_of = [&](int r) {
+      return at::arange(world * count, at::kFloat)
+          .remainder(997)
+          .add(r * 1000)
+          .reshape({world, count});
+    };
+    at::Tensor sums = at::zeros({world, count});
+    for (int r = 0; r < world; ++r) sums += blocks_of(r);
+    harness::run_ranks(world, [&](int rank) {
+      auto check = [&](const at::Tensor& out, const std::string& form) {
+        if (!cases::bit_equal(out.cpu(), sums[rank])) {
+          throw std::logic_error(form + ": rank " + std::to_string(rank) +
+                                 "'s output is not the sum of the blocks it had");
+        }
+      };
+      const at::Tensor input = blocks_of(rank).to(harness::device());
+      at::Tensor own_block = input[rank];
+      dist::reduce_scatter_tensor(own_block, input.view({-1}), "sum");
+      check(own_block, "reduce_scatter_tensor");
+      std::vector<at::Tensor> list;
+      for (const at::Tensor& block : blocks_of(rank).unbind(0)) {
+        list.push_back(block.clone().to(harness::device()));
+      }
+      at::Tensor own_tensor = list[rank];
+      dist::reduce_scatter(own_tensor, list, "sum");
+      check(own_tensor, "reduce_scatter");
+    });
+  }
+}
+
 // all_reduce of floats whose sums depend on the order they are added in, on
 // every path, twice. Every rank gets the same bits, and the same again the
 // second time. Where the path reduces in rank order, they are the rank-order

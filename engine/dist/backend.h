@@ -73,12 +73,14 @@ class Backend {
   virtual WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) = 0;
   // Rank r's output receives the root's inputs[r]; `inputs` matter on the root only.
   virtual WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) = 0;
-  // Rank r's output = reduction over all ranks of their inputs[r].
+  // Rank r's output = reduction over all ranks of their inputs[r]. `output`
+  // may be one of `inputs`; the inputs count as they were before the call.
   virtual WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                  ReduceOp op) = 0;
   // reduce_scatter from one tensor (c10d's _reduce_scatter_base): `input` is
   // contiguous, of output's dtype, with size() * output.numel() elements, and
   // rank r's output = reduction over all ranks of their input's r-th block.
+  // `output` may lie inside `input` (NCCL's in-place call puts it at block r).
   // A backend that moves one buffer overrides it to skip the per-rank views
   // and the packing copy; this default goes through reduce_scatter on views.
   virtual WorkPtr reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, ReduceOp op);

@@ -24,39 +24,56 @@ bool is_nan(T v) {
 
 // The loops are kept trivial so that the compiler vectorizes them (with the
 // cost model that engine/dist/BUILD sets for this library).
-template <typename T, typename F>
-void apply(T* __restrict acc, const T* __restrict src, int64_t count, F f) {
-  for (int64_t i = 0; i < count; ++i) acc[i] = f(acc[i], src[i]);
-}
+template <typename T>
+struct InPlace {
+  T* __restrict acc;
+  const T* __restrict src;
+  int64_t count;
+  template <typename F>
+  void operator()(F f) const {
+    for (int64_t i = 0; i < count; ++i) acc[i] = f(acc[i], src[i]);
+  }
+};
 
 template <typename T>
-void reduce_typed(T* acc, const T* src, int64_t count, ReduceOp op) {
+struct ToOutput {
+  T* __restrict out;
+  const T* __restrict left;
+  const T* __restrict right;
+  int64_t count;
+  template <typename F>
+  void operator()(F f) const {
+    for (int64_t i = 0; i < count; ++i) out[i] = f(left[i], right[i]);
+  }
+};
+
+// Runs `loop` with the elementwise function of `op` on T.
+template <typename T, typename Loop>
+void reduce_typed(const Loop& loop, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
       if constexpr (std::is_same_v<T, bool>) {
-        return apply(acc, src, count, [](bool a, bool b) { return a || b; });
+        return loop([](bool a, bool b) { return a || b; });
       } else {
-        return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a + b); });
+        return loop([](T a, T b) { return static_cast<T>(a + b); });
       }
     case ReduceOp::kProduct:
       if constexpr (std::is_same_v<T, bool>) {
-        return apply(acc, src, count, [](bool a, bool b) { return a && b; });
+        return loop([](bool a, bool b) { return a && b; });
       } else {
-        return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a * b); });
+        return loop([](T a, T b) { return static_cast<T>(a * b); });
       }
     case ReduceOp::kMin:
-      return apply(acc, src, count, [](T a, T b) { return (is_nan(a) || a < b) ? a : b; });
+      return loop([](T a, T b) { return (is_nan(a) || a < b) ? a : b; });
     case ReduceOp::kMax:
-      return apply(acc, src, count, [](T a, T b) { return (is_nan(a) || a > b) ? a : b; });
+      return loop([](T a, T b) { return (is_nan(a) || a > b) ? a : b; });
     case ReduceOp::kBand:
     case ReduceOp::kBor:
     case ReduceOp::kBxor:
       if constexpr (std::is_integral_v<T>) {
-        if (op == ReduceOp::kBand)
-          return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a & b); });
-        if (op == ReduceOp::kBor)
-          return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a | b); });
-        return apply(acc, src, count, [](T a, T b) { return static_cast<T>(a ^ b); });
+        if (op == ReduceOp::kBand) return loop([](T a, T b) { return static_cast<T>(a & b); });
+        if (op == ReduceOp::kBor) return loop([](T a, T b) { return static_cast<T>(a | b); });
+        return loop([](T a, T b) { return static_cast<T>(a ^ b); });
       }
       return;
   }
@@ -77,7 +94,18 @@ bool can_reduce(c10::ScalarType dtype, ReduceOp op) {
 
 void reduce_into(void* acc, const void* src, int64_t count, c10::ScalarType dtype, ReduceOp op) {
   AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, dtype, "sim_reduce", [&] {
-    reduce_typed(static_cast<scalar_t*>(acc), static_cast<const scalar_t*>(src), count, op);
+    using T = scalar_t;
+    reduce_typed<T>(InPlace<T>{static_cast<T*>(acc), static_cast<const T*>(src), count}, op);
+  });
+}
+
+void reduce_to(void* out, const void* left, const void* right, int64_t count, c10::ScalarType dtype,
+               ReduceOp op) {
+  AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, dtype, "reduce_to", [&] {
+    using T = scalar_t;
+    reduce_typed<T>(ToOutput<T>{static_cast<T*>(out), static_cast<const T*>(left),
+                                static_cast<const T*>(right), count},
+                    op);
   });
 }
 

@@ -141,31 +141,30 @@ void ChunkedRing::all_reduce(void* data, int64_t count, c10::ScalarType dtype, R
 // adding this rank's input to it. The partial sums alternate between
 // `output` and partial_ so that the last one, block `rank`, lands in
 // `output`.
-void ChunkedRing::reduce_scatter(const void* input, void* output, int64_t count_per_rank,
-                                 c10::ScalarType dtype, ReduceOp op) {
+void ChunkedRing::reduce_scatter(const std::vector<const void*>& blocks, void* output,
+                                 int64_t count_per_rank, c10::ScalarType dtype, ReduceOp op) {
   const int ranks = context_->size;
   const int rank = context_->rank;
   const size_t item = c10::elementSize(dtype);
   const size_t block = static_cast<size_t>(count_per_rank) * item;
-  const auto* in = static_cast<const uint8_t*>(input);
-  if (ranks == 1) std::memcpy(output, input, block);
+  auto input_for = [&](int p) { return static_cast<const uint8_t*>(blocks[wrap_rank(p, ranks)]); };
+  if (ranks == 1) std::memcpy(output, blocks[0], block);
   if (ranks > 2 && partial_.size() < block) partial_.resize(block);
   auto sums_of_step = [&](int step) {
     return (ranks - 2 - step) % 2 == 0 ? static_cast<uint8_t*>(output) : partial_.data();
   };
   auto into_scratch = from_previous(*context_, reduce_slot_, scratch_.data(), scratch_.size());
   for (int step = 0; step < ranks - 1; ++step) {
-    const uint8_t* sent =
-        step == 0 ? in + wrap_rank(rank - 1, ranks) * block : sums_of_step(step - 1);
+    const uint8_t* sent = step == 0 ? input_for(rank - 1) : sums_of_step(step - 1);
     auto out = to_next(*context_, reduce_slot_, const_cast<uint8_t*>(sent), block);
-    const uint8_t* mine = in + wrap_rank(rank - 2 - step, ranks) * block;
+    const uint8_t* mine = input_for(rank - 2 - step);
     uint8_t* sums = sums_of_step(step);
     for (size_t done = 0; done < block; done += kChunkBytes) {
       const size_t size = std::min(kChunkBytes, block - done);
       send_chunk(*out, done, size, 0);
       receive_chunk(read_mode_, *into_scratch);
-      std::memcpy(sums + done, mine + done, size);
-      reduce_into(sums + done, scratch_.data(), static_cast<int64_t>(size / item), dtype, op);
+      reduce_to(sums + done, mine + done, scratch_.data(), static_cast<int64_t>(size / item), dtype,
+                op);
     }
   }
 }

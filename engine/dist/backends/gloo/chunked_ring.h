@@ -48,11 +48,11 @@ class ChunkedRing {
   // `count` elements of `dtype` at `data`, reduced in place; every rank ends
   // with the same bits (each slice is reduced once, then copied).
   void all_reduce(void* data, int64_t count, c10::ScalarType dtype, ReduceOp op);
-  // `input` holds one block of `count_per_rank` elements per rank (it is
-  // only read); `output` (one block, not overlapping `input`) gets every
-  // rank's block `rank` reduced. All_reduce's first half, with the partial
-  // sums in `output` and a block of scratch taken in turn.
-  void reduce_scatter(const void* input, void* output, int64_t count_per_rank,
+  // `blocks[p]` holds the `count_per_rank` elements meant for rank p (they
+  // are only read, and may lie anywhere); `output` (not overlapping any
+  // block) gets every rank's block `rank` reduced. All_reduce's first half,
+  // with the partial sums in `output` and a block of scratch taken in turn.
+  void reduce_scatter(const std::vector<const void*>& blocks, void* output, int64_t count_per_rank,
                       c10::ScalarType dtype, ReduceOp op);
   // Every rank's `bytes_per_rank` into `gathered`, in rank order; this
   // rank's part must already be in place.

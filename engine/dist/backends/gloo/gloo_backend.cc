@@ -358,18 +358,20 @@ WorkPtr GlooBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& 
 WorkPtr GlooBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                     ReduceOp op) {
   if (output.numel() == 0) return nothing_to_move();
-  at::Tensor flat = torch::utils::flatten_dense_tensors(inputs);
-  if (pairs_ && output.is_contiguous() && pairs_->handles(output, flat, op)) {
-    return wrap_pairs(pairs_->reduce_scatter(output, flat, op), "reduce_scatter");
+  if (pairs_ && pairs_->handles(output, inputs, op)) {
+    return wrap_pairs(pairs_->reduce_scatter(output, inputs, op), "reduce_scatter");
   }
-  return reduce_scatter_through_all_reduce(output, flat, op);
+  return reduce_scatter_through_all_reduce(output, torch::utils::flatten_dense_tensors(inputs), op);
 }
 
 WorkPtr GlooBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input,
                                            ReduceOp op) {
   if (output.numel() == 0) return nothing_to_move();
-  if (pairs_ && pairs_->handles(output, input, op)) {
-    return wrap_pairs(pairs_->reduce_scatter(output, input, op), "reduce_scatter");
+  if (pairs_ && input.is_contiguous()) {
+    const std::vector<at::Tensor> blocks = input.view({-1}).split(output.numel());
+    if (pairs_->handles(output, blocks, op)) {
+      return wrap_pairs(pairs_->reduce_scatter(output, blocks, op), "reduce_scatter");
+    }
   }
   return reduce_scatter_through_all_reduce(output, input.reshape({-1}).clone(), op);
 }

@@ -1,5 +1,6 @@
 #include "engine/dist/backends/gloo/pair_collectives.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <gloo/allgather_ring.h>
 
 #include <algorithm>
@@ -35,9 +36,14 @@ class PairCollectives::Ring {
   // Gloo's algorithms may throw from their destructors; this one only frees memory.
   ~Ring() noexcept {}
 
-  // The ranks' copies of `data`, one after the other in rank order.
-  const uint8_t* gather(const void* data) {
-    std::memcpy(input_.data(), data, input_.size());
+  // The ranks' `pieces` (joined, input_'s size in all), one rank after the
+  // other in rank order.
+  const uint8_t* gather(const std::vector<at::Tensor>& pieces) {
+    uint8_t* end = input_.data();
+    for (const at::Tensor& piece : pieces) {
+      std::memcpy(end, piece.data_ptr(), piece.nbytes());
+      end += piece.nbytes();
+    }
     algorithm_.run();
     return gathered_.data();
   }
@@ -118,19 +124,23 @@ bool PairCollectives::handles(const at::Tensor& output, const at::Tensor& input)
          output.nbytes() == input.nbytes() * static_cast<size_t>(context_->size);
 }
 
-bool PairCollectives::handles(const at::Tensor& output, const at::Tensor& input,
+bool PairCollectives::handles(const at::Tensor& output, const std::vector<at::Tensor>& blocks,
                               ReduceOp op) const {
-  return handles(input, output) && can_reduce(input.scalar_type(), op) &&
-         input.scalar_type() == output.scalar_type();
+  auto fits = [&](const at::Tensor& block) {
+    return is_plain(block) && block.scalar_type() == output.scalar_type() &&
+           block.nbytes() == output.nbytes();
+  };
+  return is_plain(output) && can_reduce(output.scalar_type(), op) &&
+         blocks.size() == static_cast<size_t>(context_->size) &&
+         std::all_of(blocks.begin(), blocks.end(), fits);
 }
 
-c10::intrusive_ptr<c10d::Work> PairCollectives::reduce_scatter(const at::Tensor& output,
-                                                               const at::Tensor& input,
-                                                               ReduceOp op) {
+c10::intrusive_ptr<c10d::Work> PairCollectives::reduce_scatter(
+    const at::Tensor& output, const std::vector<at::Tensor>& blocks, ReduceOp op) {
   const int rank = context_->rank;
   const int ranks = context_->size;
-  if (input.nbytes() <= kMaxGatherRingBytes) {
-    return gather(input, [output, op, rank, ranks](const uint8_t* gathered, size_t bytes) {
+  if (output.nbytes() * ranks <= kMaxGatherRingBytes) {
+    return gather(blocks, [output, op, rank, ranks](const uint8_t* gathered, size_t bytes) {
       const size_t block = output.nbytes();
       std::memcpy(output.data_ptr(), gathered + rank * block, block);
       for (int from = 1; from < ranks; ++from) {
@@ -139,14 +149,16 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::reduce_scatter(const at::Tensor&
       }
     });
   }
-  return enqueue([this, output, input, op] {
-    const auto* begin = static_cast<const uint8_t*>(input.data_ptr());
-    const auto* out = static_cast<const uint8_t*>(output.data_ptr());
-    const bool overlaps = out + output.nbytes() > begin && out < begin + input.nbytes();
-    // The ring reads the input to the end: an output inside it needs a copy.
-    const at::Tensor source = overlaps ? input.clone() : input;
-    chunked_->reduce_scatter(source.data_ptr(), output.data_ptr(), output.numel(),
-                             output.scalar_type(), op);
+  return enqueue([this, output, blocks, op] {
+    // The ring reads every block to the end: one under the output needs a copy.
+    std::vector<at::Tensor> sources;
+    for (const at::Tensor& block : blocks) {
+      const bool apart = at::get_overlap_status(output, block) == at::MemOverlapStatus::No;
+      sources.push_back(apart ? block : block.clone());
+    }
+    std::vector<const void*> pointers;
+    for (const at::Tensor& source : sources) pointers.push_back(source.data_ptr());
+    chunked_->reduce_scatter(pointers, output.data_ptr(), output.numel(), output.scalar_type(), op);
   });
 }
 
@@ -157,7 +169,7 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::all_reduce(const at::Tensor& ten
     });
   }
   const int ranks = context_->size;
-  return gather(tensor, [tensor, op, ranks](const uint8_t* gathered, size_t bytes) {
+  return gather({tensor}, [tensor, op, ranks](const uint8_t* gathered, size_t bytes) {
     std::memcpy(tensor.data_ptr(), gathered, bytes);
     for (int rank = 1; rank < ranks; ++rank) {
       reduce_into(tensor.data_ptr(), gathered + rank * bytes, tensor.numel(), tensor.scalar_type(),
@@ -174,7 +186,7 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::broadcast(const at::Tensor& tens
 c10::intrusive_ptr<c10d::Work> PairCollectives::all_gather(const at::Tensor& output,
                                                            const at::Tensor& input) {
   if (input.nbytes() <= kMaxGatherRingBytes) {
-    return gather(input, [output](const uint8_t* gathered, size_t bytes) {
+    return gather({input}, [output](const uint8_t* gathered, size_t bytes) {
       std::memcpy(output.data_ptr(), gathered, output.nbytes());
     });
   }
@@ -187,10 +199,12 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::all_gather(const at::Tensor& out
   });
 }
 
-c10::intrusive_ptr<c10d::Work> PairCollectives::gather(const at::Tensor& input, UseGathered use) {
-  return enqueue([this, input, use = std::move(use)] {
-    const size_t bytes = input.nbytes();
-    use(ring_for(bytes).gather(input.data_ptr()), bytes);
+c10::intrusive_ptr<c10d::Work> PairCollectives::gather(std::vector<at::Tensor> pieces,
+                                                       UseGathered use) {
+  return enqueue([this, pieces = std::move(pieces), use = std::move(use)] {
+    size_t bytes = 0;
+    for (const at::Tensor& piece : pieces) bytes += piece.nbytes();
+    use(ring_for(bytes).gather(pieces), bytes);
   });
 }
 

@@ -70,21 +70,23 @@ class PairCollectives {
   bool handles(const at::Tensor& tensor) const;
   bool handles(const at::Tensor& tensor, ReduceOp op) const;
   bool handles(const at::Tensor& output, const at::Tensor& input) const;
-  // reduce_scatter: both plain, input one output a rank, a kernel reduction.
-  bool handles(const at::Tensor& output, const at::Tensor& input, ReduceOp op) const;
+  // reduce_scatter: output and blocks plain, one block of output's size and
+  // dtype a rank, a kernel reduction.
+  bool handles(const at::Tensor& output, const std::vector<at::Tensor>& blocks, ReduceOp op) const;
 
   // Each queues the call; the work finishes once the tensors are written.
   // all_gather fills `output` with the ranks' inputs in rank order.
   c10::intrusive_ptr<c10d::Work> all_reduce(const at::Tensor& tensor, ReduceOp op);
   c10::intrusive_ptr<c10d::Work> broadcast(const at::Tensor& tensor, int root);
   c10::intrusive_ptr<c10d::Work> all_gather(const at::Tensor& output, const at::Tensor& input);
-  // `input` holds one block of output's size per rank (it is not written);
-  // `output` gets block `rank` reduced over the ranks: up to 64 KiB of input
-  // through a gather ring (reduced in rank order), larger through the
-  // chunked ring's reduce-scatter half (each rank moves (size-1)/size of
-  // the input, as a ring all_reduce's first half).
-  c10::intrusive_ptr<c10d::Work> reduce_scatter(const at::Tensor& output, const at::Tensor& input,
-                                                ReduceOp op);
+  // `blocks[p]`, meant for rank p, is read where it lies (a list's tensors or
+  // the views of one input; none is written); `output` gets the ranks'
+  // blocks[rank] reduced: up to 64 KiB in all through a gather ring (reduced
+  // in rank order), larger through the chunked ring's reduce-scatter half
+  // (each rank moves (size-1)/size of the input, as a ring all_reduce's
+  // first half).
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(const at::Tensor& output,
+                                                const std::vector<at::Tensor>& blocks, ReduceOp op);
 
   // Whoever waits for one of these calls holds a ReadMode::Waiting on it.
   const std::shared_ptr<ReadMode>& read_mode() const { return read_mode_; }
@@ -97,7 +99,8 @@ class PairCollectives {
 
   void use_synchronous_pairs(bool spin);
   c10::intrusive_ptr<c10d::Work> enqueue(std::function<void()> call);
-  c10::intrusive_ptr<c10d::Work> gather(const at::Tensor& input, UseGathered use);
+  // Gathers every rank's `pieces`, joined in order.
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<at::Tensor> pieces, UseGathered use);
   void serve();
   Ring& ring_for(size_t bytes);
 

@@ -1,6 +1,7 @@
 #include "engine/dist/backends/mpi/mpi_backend.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include <cstdlib>
@@ -353,8 +354,11 @@ WorkPtr MpiBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Ten
   return reduce_scatter_tensor(output, packed(inputs), op);
 }
 
-WorkPtr MpiBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& buffer,
+WorkPtr MpiBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input,
                                           ReduceOp op) {
+  // Both paths write the output while the input is still being read.
+  const at::Tensor buffer =
+      at::get_overlap_status(output, input) == at::MemOverlapStatus::No ? input : input.clone();
   if (size_ <= kMaxRanksForExchange && can_reduce(output.scalar_type(), op)) {
     return exchanged_reduce_scatter(output, buffer, op);
   }

@@ -1,6 +1,7 @@
 #include "engine/dist/backends/nccl/nccl_backend.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include <cstring>
@@ -259,11 +260,17 @@ WorkPtr NcclBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor&
                                            ReduceOp op) {
   check_cuda(output);
   check_cuda(input);
-  check(ncclReduceScatter(input.data_ptr(), output.data_ptr(), count_of(output),
+  // NCCL reads the input as it writes: only its own in-place layout, the
+  // output at block `rank`, may overlap it.
+  const bool in_place =
+      output.data_ptr() == static_cast<char*>(input.data_ptr()) + rank_ * output.nbytes();
+  const bool apart = at::get_overlap_status(output, input) == at::MemOverlapStatus::No;
+  const at::Tensor source = in_place || apart ? input : input.clone();
+  check(ncclReduceScatter(source.data_ptr(), output.data_ptr(), count_of(output),
                           datatype_of(output.scalar_type(), rank_),
                           op_of(output.scalar_type(), op, rank_), comm_, stream_),
         "reduce_scatter", rank_);
-  return enqueued("reduce_scatter", {input, output});
+  return enqueued("reduce_scatter", {source, output});
 }
 
 WorkPtr NcclBackend::all_to_all(std::vector<at::Tensor>& outputs,
