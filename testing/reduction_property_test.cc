@@ -409,27 +409,35 @@ HARNESS_PROP(AllReduce, OnNodeSharedBuffersEqualsSerialReferenceEveryRound, ()) 
   }
 }
 
+// On a group of the world's last two ranks (world ranks 1 and 2 where there
+// are 3: group ranks that are not the world's), the waiter's message names
+// itself and the rank that never came by their ranks in the world.
 TEST(AllReduce, NodeSharedBufferNamesTheRankThatNeverCame) {
   if (!harness::device().is_cpu()) GTEST_SKIP() << "node-shared buffers are CPU memory";
+  const int world = harness::max_world_size(3);
+  const int waiter = world - 2;
   const auto messages = harness::collect_ranks<std::string>(
-      2,
-      [](int rank) -> std::string {
-        at::Tensor buffer = dist::zeros_node_shared(1000, at::kFloat);
+      world,
+      [&](int rank) -> std::string {
+        const dist::GroupPtr pair = dist::new_group({waiter, waiter + 1});
+        if (!pair->is_member()) return "";
+        at::Tensor buffer = dist::zeros_node_shared(1000, at::kFloat, pair);
         if (!dist::is_node_shared(buffer)) return "not node-shared";
-        // Rank 1 leaves without the all_reduce; its segment stays mapped by rank 0.
-        if (rank == 1) return "";
+        // The late rank leaves without the all_reduce; its segment stays mapped by the waiter.
+        if (rank != waiter) return "";
         try {
-          dist::all_reduce_async(buffer)->wait(std::chrono::milliseconds(100));
+          dist::all_reduce_async(buffer, "sum", pair)->wait(std::chrono::milliseconds(100));
         } catch (const dist::Timeout& e) {
           return e.what();
         }
         return "no error";
       },
       node_shared());
-  EXPECT_NE(messages[0].find("[rank 0] all_reduce on a node-shared buffer did not complete within "
-                             "100 ms: group ranks [1] never made the matching call"),
-            std::string::npos)
-      << messages[0];
+  const std::string expected = "[rank " + std::to_string(waiter) +
+                               "] all_reduce on a node-shared buffer did not complete within "
+                               "100 ms: ranks [" +
+                               std::to_string(waiter + 1) + "] never made the matching call";
+  EXPECT_NE(messages[waiter].find(expected), std::string::npos) << messages[waiter];
 }
 
 TEST(AllReduce, NodeSharedTurnedOffGivesOrdinaryBuffersThatStillReduce) {

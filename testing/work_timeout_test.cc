@@ -58,16 +58,24 @@ struct WaiterCall {
   std::function<std::function<void()>(const dist::GroupPtr&)> prepare;
 };
 
+// The waiter and the late rank are world ranks 1 and 2, group ranks 0 and 1
+// of their own group; rank 0 stays out. So a message that names a group rank
+// where the world's is meant shows.
+constexpr int kWaiter = 1;
+
 // The Timeout's message per call ("" if it did not time out).
 std::vector<std::string> timeouts_on_the_waiter(const std::vector<WaiterCall>& calls) {
   LateRank late;
   return harness::collect_ranks<std::vector<std::string>>(
-      2,
+      3,
       [&](int rank) {
         std::vector<std::function<void()>> prepared;
-        for (const auto& call : calls) prepared.push_back(call.prepare(dist::new_group({0, 1})));
+        for (const auto& call : calls) {
+          const dist::GroupPtr pair = dist::new_group({kWaiter, kWaiter + 1});
+          if (pair->is_member()) prepared.push_back(call.prepare(pair));
+        }
         std::vector<std::string> messages(calls.size());
-        if (rank == 1) {
+        if (rank != kWaiter) {
           late.stay_away();
           return messages;
         }
@@ -81,13 +89,15 @@ std::vector<std::string> timeouts_on_the_waiter(const std::vector<WaiterCall>& c
         late.release();
         return messages;
       },
-      short_timeout())[0];
+      short_timeout())[kWaiter];
 }
 
 void expect_named_timeouts(const std::vector<WaiterCall>& calls,
                            const std::vector<std::string>& messages) {
   for (size_t i = 0; i < calls.size(); ++i) {
-    EXPECT_TRUE(contains(messages[i], "[rank 0]")) << calls[i].name << ": " << messages[i];
+    EXPECT_TRUE(contains(messages[i], "[rank 1]")) << calls[i].name << ": " << messages[i];
+    EXPECT_FALSE(contains(messages[i], "[rank 0]") || contains(messages[i], "[rank 2]"))
+        << calls[i].name << ": " << messages[i];
     EXPECT_TRUE(contains(messages[i], "300 ms")) << calls[i].name << ": " << messages[i];
   }
 }

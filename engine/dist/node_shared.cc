@@ -77,16 +77,18 @@ timespec as_timespec(std::chrono::milliseconds d) {
 struct SharedBuffer {
   Layout layout;
   int rank;
+  std::vector<int> world_ranks;  // by group rank, for messages
   c10::ScalarType dtype;
   const Backend* backend;
   std::chrono::milliseconds default_wait;  // the backend's node_shared_wait()
   std::vector<at::DataPtr> segments;       // by group rank; this rank's own among them
   uint64_t rounds = 0;
 
-  SharedBuffer(Layout layout, int rank, c10::ScalarType dtype, const Backend& backend,
-               std::vector<at::DataPtr> segments)
+  SharedBuffer(Layout layout, int rank, std::vector<int> world_ranks, c10::ScalarType dtype,
+               const Backend& backend, std::vector<at::DataPtr> segments)
       : layout(layout),
         rank(rank),
+        world_ranks(std::move(world_ranks)),
         dtype(dtype),
         backend(&backend),
         default_wait(*backend.node_shared_wait()),
@@ -207,16 +209,16 @@ class SharedAllReduce : public Work {
     std::string missing;
     for (int r = 0; r < buffer_->layout.ranks; ++r) {
       if (buffer_->arrival(r)->load(std::memory_order_acquire) < round_) {
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        missing += (missing.empty() ? "" : ", ") + std::to_string(buffer_->world_ranks[r]);
       }
     }
     const std::string why =
         missing.empty() ? "a rank stopped in the middle of its share of the reduction (died?)"
-                        : "group ranks [" + missing + "] never made the matching call (or died)";
-    return Timeout(
-        on_rank(buffer_->rank, "all_reduce on a node-shared buffer did not complete within " +
-                                   std::to_string(timeout.count()) + " ms: " + why +
-                                   "; look at those ranks' logs"));
+                        : "ranks [" + missing + "] never made the matching call (or died)";
+    return Timeout(on_rank(buffer_->world_ranks[buffer_->rank],
+                           "all_reduce on a node-shared buffer did not complete within " +
+                               std::to_string(timeout.count()) + " ms: " + why +
+                               "; look at those ranks' logs"));
   }
 
   at::Tensor data_;  // keeps the buffer alive
@@ -328,7 +330,8 @@ at::Tensor zeros_node_shared(int64_t numel, c10::ScalarType dtype, const GroupPt
   // unlinks the name on the way out.
   if (!agreed_by_all(!segments.empty(), g)) return ordinary();
 
-  auto* buffer = new SharedBuffer(layout, g->rank(), dtype, g->backend(), std::move(segments));
+  auto* buffer = new SharedBuffer(layout, g->rank(), g->global_ranks(), dtype, g->backend(),
+                                  std::move(segments));
   const int64_t bytes = numel * layout.element_size;
   at::DataPtr data(buffer->data_of(g->rank()), buffer, &delete_shared_buffer, at::kCPU);
   at::Storage storage(at::Storage::use_byte_size_t(), bytes, std::move(data), nullptr, false);

@@ -1,9 +1,12 @@
-// Every kind of Work (testing/work_paths.h) in two processes: the waiter's
+// Every kind of Work (testing/work_paths.h) in processes: the waiter's
 // wait(timeout) gives up with a Timeout after its own timeout, far shorter
-// than the backend's, naming the rank; the work stays pending, and once the
-// late rank makes its calls a second wait completes it with the right
-// results (a wrapped work's division or write-back included).
-//   work_timeout_main BACKEND [unrecorded]   (2 ranks, under a launcher)
+// than the backend's, naming the waiter's rank in the world; the work stays
+// pending, and once the late rank makes its calls a second wait completes it
+// with the right results (a wrapped work's division or write-back included).
+// The waiter and the late rank are the last two ranks, a group of their own:
+// on 3 ranks, group ranks 0 and 1 are world ranks 1 and 2, and rank 0 stays
+// out, so a message that names a group rank instead of the world's is caught.
+//   work_timeout_main BACKEND [unrecorded]   (2 or more ranks, under a launcher)
 // Recorded (the default): every call goes through the flight recorder's
 // work, whose entries must say the waits failed; "unrecorded" turns the
 // recorder off (DIST_ENGINE_FLIGHT_SIZE=0), leaving the backends' own works.
@@ -35,18 +38,29 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// Whether `message` names `rank` and no other rank.
+bool names_only(const std::string& message, int rank) {
+  for (int other = 0; other < dist::get_world_size(); ++other) {
+    const bool named = contains(message, "[rank " + std::to_string(other) + "]");
+    if (named != (other == rank)) return false;
+  }
+  return true;
+}
+
 // True when the wait timed out as promised; says why not on stderr.
 bool times_out(const std::string& name, const dist::WorkPtr& work) {
   const auto start = std::chrono::steady_clock::now();
+  const int rank = dist::get_rank();
   try {
     work->wait(kWait);
   } catch (const dist::Timeout& error) {
     const std::string message = error.what();
-    const bool named = contains(message, "[rank 0]") && contains(message, "300 ms");
+    const bool named = names_only(message, rank) && contains(message, "300 ms");
     const bool waited = std::chrono::steady_clock::now() - start >= kWait;
     if (named && waited) return true;
     std::cerr << name << ": a Timeout" << (waited ? "" : " before the wait's timeout")
-              << " that does not name rank 0 and 300 ms: " << message << "\n";
+              << " that does not name rank " << rank << " (and no other) and 300 ms: " << message
+              << "\n";
     return false;
   }
   std::cerr << name << ": completed without the late rank\n";
@@ -128,7 +142,8 @@ bool come_late(const std::string& backend, const std::vector<work_paths::Path>& 
 int main(int argc, char** argv) {
   const bool recorded = argc == 2;
   if (argc < 2 || argc > 3 || (!recorded && std::string(argv[2]) != "unrecorded")) {
-    std::cerr << "usage: work_timeout_main BACKEND [unrecorded]  (2 ranks, under a launcher)\n";
+    std::cerr << "usage: work_timeout_main BACKEND [unrecorded]  (2 or more ranks, under a "
+                 "launcher)\n";
     return 2;
   }
   if (!recorded) setenv("DIST_ENGINE_FLIGHT_SIZE", "0", 1);
@@ -137,13 +152,18 @@ int main(int argc, char** argv) {
     init.timeout = kBackendTimeout;
     const std::string backend = argv[1];
     dist::init_dist(backend == "mpi" ? "mpi" : "pytorch", backend, init);
+    const int waiter = dist::get_world_size() - 2;
     const auto paths = work_paths::all_paths();
     std::vector<work_paths::Call> calls;
-    for (const auto& path : paths) calls.push_back(path.prepare(dist::new_group({0, 1})));
+    for (const auto& path : paths) {
+      const dist::GroupPtr pair = dist::new_group({waiter, waiter + 1});
+      if (pair->is_member()) calls.push_back(path.prepare(pair));
+    }
     const fs::path marker = fs::path(std::getenv("TEST_TMPDIR")) / "waiter_timed_out";
-    const bool passed = dist::get_rank() == 0
-                            ? wait_then_complete(backend, paths, calls, recorded, marker)
-                            : come_late(backend, paths, calls, marker);
+    const int rank = dist::get_rank();
+    bool passed = true;
+    if (rank == waiter) passed = wait_then_complete(backend, paths, calls, recorded, marker);
+    if (rank == waiter + 1) passed = come_late(backend, paths, calls, marker);
     return all_ranks_passed(passed) ? 0 : 1;
   } catch (const std::exception& error) {
     std::cerr << "work_timeout_main: " << error.what() << "\n";

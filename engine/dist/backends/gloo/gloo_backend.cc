@@ -218,7 +218,7 @@ std::shared_ptr<Backend> create(const BackendOptions& options) {
   const std::string hostname = is_loopback(options.master_addr) ? "127.0.0.1" : "";
   const bool may_spin = options.local_world_size <= usable_cores();
   return std::make_shared<GlooBackend>(store, options.rank, options.world_size, options.timeout,
-                                       hostname, may_spin);
+                                       hostname, may_spin, options.rank);
 }
 
 const BackendRegistration registration("gloo", create);
@@ -227,9 +227,10 @@ const BackendRegistration registration("gloo", create);
 
 GlooBackend::GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                          std::chrono::milliseconds timeout, const std::string& hostname,
-                         bool may_spin)
+                         bool may_spin, int world_rank)
     : store_(std::move(store)),
       rank_(rank),
+      world_rank_(world_rank),
       size_(size),
       timeout_(timeout),
       hostname_(hostname),
@@ -247,14 +248,14 @@ GlooBackend::GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int si
 
 WorkPtr GlooBackend::wrap(c10::intrusive_ptr<c10d::Work> work, const char* what,
                           std::function<void()> on_success) const {
-  return std::make_shared<GlooWork>(std::move(work), std::move(on_success), what, rank_, timeout_,
-                                    nullptr);
+  return std::make_shared<GlooWork>(std::move(work), std::move(on_success), what, world_rank_,
+                                    timeout_, nullptr);
 }
 
 WorkPtr GlooBackend::wrap_pairs(c10::intrusive_ptr<c10d::Work> work, const char* what,
                                 std::function<void()> on_success) const {
-  return std::make_shared<GlooWork>(std::move(work), std::move(on_success), what, rank_, timeout_,
-                                    pairs_->read_mode());
+  return std::make_shared<GlooWork>(std::move(work), std::move(on_success), what, world_rank_,
+                                    timeout_, pairs_->read_mode());
 }
 
 GlooBackend::Reduction GlooBackend::staged(const at::Tensor& tensor, ReduceOp op) const {
@@ -265,9 +266,9 @@ GlooBackend::Reduction GlooBackend::staged(const at::Tensor& tensor, ReduceOp op
       return {tensor.to(at::kFloat), op};
     default:
       if (gloo_has_dtype(tensor.scalar_type())) return {tensor, op};
-      throw InvalidArgument(on_rank(rank_, std::string("the gloo backend cannot reduce ") +
-                                               c10::toString(tensor.scalar_type()) +
-                                               " tensors: convert them first"));
+      throw InvalidArgument(on_rank(world_rank_, std::string("the gloo backend cannot reduce ") +
+                                                     c10::toString(tensor.scalar_type()) +
+                                                     " tensors: convert them first"));
   }
 }
 
@@ -413,7 +414,7 @@ WorkPtr GlooBackend::point_to_point(
   try {
     return wrap(start(), what);
   } catch (const ::gloo::IoException& e) {
-    return completed_work(peer_failure(rank_, what, e));
+    return completed_work(peer_failure(world_rank_, what, e));
   }
 }
 
@@ -438,7 +439,7 @@ std::shared_ptr<Backend> GlooBackend::split(const std::vector<int>& ranks) {
   auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
   return std::make_shared<GlooBackend>(store, static_cast<int>(me - ranks.begin()),
                                        static_cast<int>(ranks.size()), timeout_, hostname_,
-                                       may_spin_);
+                                       may_spin_, world_rank_);
 }
 
 }  // namespace engine::dist::gloo

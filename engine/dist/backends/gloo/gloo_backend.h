@@ -34,9 +34,11 @@ namespace engine::dist::gloo {
 class GlooBackend : public Backend {
  public:
   // `may_spin`: whether the machine has a core for each of its ranks (see
-  // ReadMode).
+  // ReadMode). `world_rank`: this process's rank in the world, which every
+  // message names (a subgroup's `rank` differs).
   GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-              std::chrono::milliseconds timeout, const std::string& hostname, bool may_spin);
+              std::chrono::milliseconds timeout, const std::string& hostname, bool may_spin,
+              int world_rank);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -80,6 +82,7 @@ class GlooBackend : public Backend {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   std::unique_ptr<PairCollectives> pairs_;  // null on one rank
   int rank_;
+  int world_rank_;
   int size_;
   std::chrono::milliseconds timeout_;
   std::string hostname_;

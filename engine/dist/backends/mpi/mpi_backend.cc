@@ -128,7 +128,7 @@ std::shared_ptr<Backend> create(const BackendOptions& options) {
   MPI_Comm comm;
   check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup", options.rank);
   const WaitPolicy policy{options.timeout, /*yield_between_tests=*/!mpi_yields_when_idle()};
-  auto backend = std::make_shared<MpiBackend>(comm, policy);
+  auto backend = std::make_shared<MpiBackend>(comm, policy, options.rank);
   if (backend->size() != options.world_size || backend->rank() != options.rank) {
     throw InvalidArgument(on_rank(
         backend->rank(), "the launch environment says rank " + std::to_string(options.rank) +
@@ -182,12 +182,12 @@ void reduce_in_rank_order(char* mine, char* slots, int64_t count, c10::ScalarTyp
 
 }  // namespace
 
-MpiBackend::MpiBackend(MPI_Comm comm, WaitPolicy wait_policy)
-    : comm_(comm), wait_policy_(wait_policy) {
+MpiBackend::MpiBackend(MPI_Comm comm, WaitPolicy wait_policy, int world_rank)
+    : comm_(comm), wait_policy_(wait_policy), world_rank_(world_rank) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
-  check(MPI_Comm_dup(comm_, &exchange_comm_), "MPI_Comm_dup", rank_);
+  check(MPI_Comm_dup(comm_, &exchange_comm_), "MPI_Comm_dup", world_rank_);
 }
 
 MpiBackend::~MpiBackend() {
@@ -200,7 +200,7 @@ MpiBackend::~MpiBackend() {
 
 int MpiBackend::count_of(const at::Tensor& t) const {
   if (t.numel() > std::numeric_limits<int>::max()) {
-    throw InvalidArgument(on_rank(rank_,
+    throw InvalidArgument(on_rank(world_rank_,
                                   "the mpi backend moves at most 2^31-1 elements per call; "
                                   "split the tensor"));
   }
@@ -210,23 +210,23 @@ int MpiBackend::count_of(const at::Tensor& t) const {
 WorkPtr MpiBackend::started(MPI_Request request, const char* what, MpiWork::Tensors keep_alive,
                             std::function<void()> on_success) const {
   return std::make_shared<MpiWork>(MpiWork::Requests{request}, std::move(keep_alive),
-                                   std::move(on_success), what, rank_, wait_policy_);
+                                   std::move(on_success), what, world_rank_, wait_policy_);
 }
 
 WorkPtr MpiBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
   if (can_reduce(tensor.scalar_type(), op) && exchanges_all_reduce(size_, tensor.nbytes())) {
     return exchanged_all_reduce(tensor, op);
   }
-  const auto type = datatype_of(tensor.scalar_type(), rank_);
-  const auto mpi_op = op_of(tensor.scalar_type(), op, rank_);
+  const auto type = datatype_of(tensor.scalar_type(), world_rank_);
+  const auto mpi_op = op_of(tensor.scalar_type(), op, world_rank_);
   MPI_Request request;
   check(MPI_Iallreduce(MPI_IN_PLACE, data(tensor), count_of(tensor), type, mpi_op, comm_, &request),
-        "all_reduce", rank_);
+        "all_reduce", world_rank_);
   return started(request, "all_reduce", {tensor});
 }
 
 WorkPtr MpiBackend::broadcast(at::Tensor& tensor, int root) {
-  const auto type = datatype_of(tensor.scalar_type(), rank_);
+  const auto type = datatype_of(tensor.scalar_type(), world_rank_);
   MPI_Request request;
   if (size_ == 2) {
     // One message: libnbc's schedule around it only costs (bench/HISTORY.md).
@@ -235,22 +235,22 @@ WorkPtr MpiBackend::broadcast(at::Tensor& tensor, int root) {
                                     exchange_comm_, &request)
                         : MPI_Irecv(data(tensor), count_of(tensor), type, peer, kBroadcastTag,
                                     exchange_comm_, &request),
-          "broadcast", rank_);
+          "broadcast", world_rank_);
   } else {
     check(MPI_Ibcast(data(tensor), count_of(tensor), type, root, comm_, &request), "broadcast",
-          rank_);
+          world_rank_);
   }
   return started(request, "broadcast", {tensor});
 }
 
 WorkPtr MpiBackend::reduce(at::Tensor& tensor, int root, ReduceOp op) {
-  const auto type = datatype_of(tensor.scalar_type(), rank_);
-  const auto mpi_op = op_of(tensor.scalar_type(), op, rank_);
+  const auto type = datatype_of(tensor.scalar_type(), world_rank_);
+  const auto mpi_op = op_of(tensor.scalar_type(), op, world_rank_);
   const bool is_root = rank_ == root;
   MPI_Request request;
   check(MPI_Ireduce(is_root ? MPI_IN_PLACE : data(tensor), is_root ? data(tensor) : nullptr,
                     count_of(tensor), type, mpi_op, root, comm_, &request),
-        "reduce", rank_);
+        "reduce", world_rank_);
   return started(request, "reduce", {tensor});
 }
 
@@ -265,11 +265,11 @@ WorkPtr MpiBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor&
   if (size_ <= kMaxRanksForExchange && input.nbytes() < kMaxBlockBytesForExchange) {
     return exchanged_all_gather(output, input);
   }
-  const auto type = datatype_of(input.scalar_type(), rank_);
+  const auto type = datatype_of(input.scalar_type(), world_rank_);
   MPI_Request request;
   check(MPI_Iallgather(data(input), count_of(input), type, data(output), count_of(input), type,
                        comm_, &request),
-        "all_gather", rank_);
+        "all_gather", world_rank_);
   return started(request, "all_gather", {input, output});
 }
 
@@ -277,16 +277,16 @@ MpiWork::Requests MpiBackend::exchange(const at::Tensor& block,
                                        const std::function<const void*(int)>& block_for,
                                        const std::function<void*(int)>& slot_of, int tag,
                                        const char* what) const {
-  const auto type = datatype_of(block.scalar_type(), rank_);
+  const auto type = datatype_of(block.scalar_type(), world_rank_);
   const int count = count_of(block);
   MpiWork::Requests requests(2 * (size_ - 1));
   auto request = requests.begin();
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
     check(MPI_Irecv(slot_of(peer), count, type, peer, tag, exchange_comm_, &*request++), what,
-          rank_);
+          world_rank_);
     check(MPI_Isend(block_for(peer), count, type, peer, tag, exchange_comm_, &*request++), what,
-          rank_);
+          world_rank_);
   }
   return requests;
 }
@@ -308,7 +308,7 @@ WorkPtr MpiBackend::exchanged_all_reduce(at::Tensor& tensor, ReduceOp op) {
                  dtype = tensor.scalar_type(), op, rank = rank_,
                  size = size_] { reduce_in_rank_order(mine, slots, count, dtype, op, rank, size); };
   return std::make_shared<MpiWork>(std::move(requests), MpiWork::Tensors{tensor, blocks}, reduce,
-                                   "all_reduce", rank_, wait_policy_);
+                                   "all_reduce", world_rank_, wait_policy_);
 }
 
 WorkPtr MpiBackend::exchanged_all_gather(at::Tensor& output, const at::Tensor& input) {
@@ -322,30 +322,30 @@ WorkPtr MpiBackend::exchanged_all_gather(at::Tensor& output, const at::Tensor& i
     if (bytes > 0) std::memcpy(mine, from, bytes);
   };
   return std::make_shared<MpiWork>(std::move(requests), MpiWork::Tensors{input, output},
-                                   copy_own_block, "all_gather", rank_, wait_policy_);
+                                   copy_own_block, "all_gather", world_rank_, wait_policy_);
 }
 
 WorkPtr MpiBackend::gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
-  const auto type = datatype_of(input.scalar_type(), rank_);
+  const auto type = datatype_of(input.scalar_type(), world_rank_);
   const bool is_root = rank_ == root;
   at::Tensor buffer =
       is_root ? receive_buffer(outputs, input.numel() * size_, input.options()) : at::Tensor();
   MPI_Request request;
   check(MPI_Igather(data(input), count_of(input), type, is_root ? data(buffer) : nullptr,
                     count_of(input), type, root, comm_, &request),
-        "gather", rank_);
+        "gather", world_rank_);
   if (!is_root) return started(request, "gather", {input});
   return started(request, "gather", {input, buffer}, unpacking(buffer, outputs));
 }
 
 WorkPtr MpiBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) {
-  const auto type = datatype_of(output.scalar_type(), rank_);
+  const auto type = datatype_of(output.scalar_type(), world_rank_);
   const bool is_root = rank_ == root;
   const at::Tensor buffer = is_root ? packed(inputs) : at::Tensor();
   MPI_Request request;
   check(MPI_Iscatter(is_root ? data(buffer) : nullptr, count_of(output), type, data(output),
                      count_of(output), type, root, comm_, &request),
-        "scatter", rank_);
+        "scatter", world_rank_);
   return started(request, "scatter", {output, buffer});
 }
 
@@ -362,12 +362,12 @@ WorkPtr MpiBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& 
   if (size_ <= kMaxRanksForExchange && can_reduce(output.scalar_type(), op)) {
     return exchanged_reduce_scatter(output, buffer, op);
   }
-  const auto type = datatype_of(output.scalar_type(), rank_);
-  const auto mpi_op = op_of(output.scalar_type(), op, rank_);
+  const auto type = datatype_of(output.scalar_type(), world_rank_);
+  const auto mpi_op = op_of(output.scalar_type(), op, world_rank_);
   MPI_Request request;
   check(MPI_Ireduce_scatter_block(data(buffer), data(output), count_of(output), type, mpi_op, comm_,
                                   &request),
-        "reduce_scatter", rank_);
+        "reduce_scatter", world_rank_);
   return started(request, "reduce_scatter", {output, buffer});
 }
 
@@ -396,52 +396,52 @@ WorkPtr MpiBackend::exchanged_reduce_scatter(at::Tensor& output, const at::Tenso
     }
   };
   return std::make_shared<MpiWork>(std::move(requests), MpiWork::Tensors{output, buffer, slots},
-                                   reduce, "reduce_scatter", rank_, wait_policy_);
+                                   reduce, "reduce_scatter", world_rank_, wait_policy_);
 }
 
 WorkPtr MpiBackend::all_to_all(std::vector<at::Tensor>& outputs,
                                const std::vector<at::Tensor>& inputs) {
-  const auto type = datatype_of(inputs.at(0).scalar_type(), rank_);
+  const auto type = datatype_of(inputs.at(0).scalar_type(), world_rank_);
   const at::Tensor sent = packed(inputs);
   at::Tensor received = receive_buffer(outputs, sent.numel(), sent.options());
   const int count = count_of(inputs[0]);
   MPI_Request request;
   check(MPI_Ialltoall(data(sent), count, type, data(received), count, type, comm_, &request),
-        "all_to_all", rank_);
+        "all_to_all", world_rank_);
   return started(request, "all_to_all", {sent, received}, unpacking(received, outputs));
 }
 
 WorkPtr MpiBackend::barrier() {
   MPI_Request request;
-  check(MPI_Ibarrier(comm_, &request), "barrier", rank_);
+  check(MPI_Ibarrier(comm_, &request), "barrier", world_rank_);
   return started(request, "barrier", {});
 }
 
 WorkPtr MpiBackend::send(const at::Tensor& tensor, int dst, int tag) {
   MPI_Request request;
-  check(MPI_Isend(data(tensor), count_of(tensor), datatype_of(tensor.scalar_type(), rank_), dst,
-                  tag, comm_, &request),
-        "send", rank_);
+  check(MPI_Isend(data(tensor), count_of(tensor), datatype_of(tensor.scalar_type(), world_rank_),
+                  dst, tag, comm_, &request),
+        "send", world_rank_);
   return started(request, "send", {tensor});
 }
 
 WorkPtr MpiBackend::recv(at::Tensor& tensor, int src, int tag) {
   MPI_Request request;
-  check(MPI_Irecv(data(tensor), count_of(tensor), datatype_of(tensor.scalar_type(), rank_), src,
-                  tag, comm_, &request),
-        "recv", rank_);
+  check(MPI_Irecv(data(tensor), count_of(tensor), datatype_of(tensor.scalar_type(), world_rank_),
+                  src, tag, comm_, &request),
+        "recv", world_rank_);
   return started(request, "recv", {tensor});
 }
 
 std::shared_ptr<Backend> MpiBackend::split(const std::vector<int>& ranks) {
-  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  const auto me = std::find(ranks.begin(), ranks.end(), world_rank_);
   const bool member = me != ranks.end();
   MPI_Comm comm;
   check(MPI_Comm_split(comm_, member ? 0 : MPI_UNDEFINED,
                        member ? static_cast<int>(me - ranks.begin()) : 0, &comm),
-        "new_group (MPI_Comm_split)", rank_);
+        "new_group (MPI_Comm_split)", world_rank_);
   if (!member) return nullptr;
-  return std::make_shared<MpiBackend>(comm, wait_policy_);
+  return std::make_shared<MpiBackend>(comm, wait_policy_, world_rank_);
 }
 
 }  // namespace engine::dist::mpi

@@ -47,8 +47,9 @@ namespace engine::dist::mpi {
 // collective).
 class MpiBackend : public Backend {
  public:
-  // Takes ownership of `comm`.
-  MpiBackend(MPI_Comm comm, WaitPolicy wait_policy);
+  // Takes ownership of `comm`. `world_rank`: this process's rank in the
+  // world, which every message names (a subgroup's rank in `comm` differs).
+  MpiBackend(MPI_Comm comm, WaitPolicy wait_policy, int world_rank);
   ~MpiBackend() override;
 
   int rank() const override { return rank_; }
@@ -100,6 +101,7 @@ class MpiBackend : public Backend {
   int rank_ = 0;
   int size_ = 1;
   WaitPolicy wait_policy_;
+  int world_rank_;
 };
 
 }  // namespace engine::dist::mpi
