@@ -145,18 +145,20 @@ std::shared_ptr<Backend> create(const BackendOptions& options) {
   ncclComm_t comm;
   check(ncclCommInitRank(&comm, options.world_size, id, options.rank), "ncclCommInitRank",
         options.rank);
-  return std::make_shared<NcclBackend>(comm, device, options.timeout);
+  return std::make_shared<NcclBackend>(comm, device, options.timeout, options.rank);
 }
 
 const BackendRegistration registration("nccl", create);
 
 }  // namespace
 
-NcclBackend::NcclBackend(ncclComm_t comm, int device, std::chrono::milliseconds timeout)
-    : comm_(comm), device_(device), timeout_(timeout) {
+NcclBackend::NcclBackend(ncclComm_t comm, int device, std::chrono::milliseconds timeout,
+                         int world_rank)
+    : comm_(comm), device_(device), world_rank_(world_rank), timeout_(timeout) {
   ncclCommUserRank(comm_, &rank_);
   ncclCommCount(comm_, &size_);
-  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate", rank_);
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate",
+        world_rank_);
 }
 
 NcclBackend::~NcclBackend() {
@@ -166,55 +168,57 @@ NcclBackend::~NcclBackend() {
 
 void NcclBackend::check_cuda(const at::Tensor& t) const {
   if (!t.is_cuda()) {
-    throw InvalidArgument(on_rank(rank_, "the nccl backend moves CUDA tensors only, got one on " +
-                                             t.device().str() +
-                                             ": move it to the GPU or use gloo"));
+    throw InvalidArgument(
+        on_rank(world_rank_, "the nccl backend moves CUDA tensors only, got one on " +
+                                 t.device().str() + ": move it to the GPU or use gloo"));
   }
 }
 
 WorkPtr NcclBackend::enqueued(const char* what, std::vector<at::Tensor> keep_alive) const {
   cudaEvent_t event;
-  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate", rank_);
-  check(cudaEventRecord(event, stream_), "cudaEventRecord", rank_);
-  return std::make_shared<NcclWork>(event, std::move(keep_alive), what, rank_, timeout_);
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate", world_rank_);
+  check(cudaEventRecord(event, stream_), "cudaEventRecord", world_rank_);
+  return std::make_shared<NcclWork>(event, std::move(keep_alive), what, world_rank_, timeout_);
 }
 
 WorkPtr NcclBackend::all_reduce(at::Tensor& t, ReduceOp op) {
   check_cuda(t);
-  check(ncclAllReduce(t.data_ptr(), t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), rank_),
-                      op_of(t.scalar_type(), op, rank_), comm_, stream_),
-        "all_reduce", rank_);
+  check(ncclAllReduce(t.data_ptr(), t.data_ptr(), count_of(t),
+                      datatype_of(t.scalar_type(), world_rank_),
+                      op_of(t.scalar_type(), op, world_rank_), comm_, stream_),
+        "all_reduce", world_rank_);
   return enqueued("all_reduce", {t});
 }
 
 WorkPtr NcclBackend::broadcast(at::Tensor& t, int root) {
   check_cuda(t);
-  check(ncclBroadcast(t.data_ptr(), t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), rank_),
-                      root, comm_, stream_),
-        "broadcast", rank_);
+  check(ncclBroadcast(t.data_ptr(), t.data_ptr(), count_of(t),
+                      datatype_of(t.scalar_type(), world_rank_), root, comm_, stream_),
+        "broadcast", world_rank_);
   return enqueued("broadcast", {t});
 }
 
 WorkPtr NcclBackend::reduce(at::Tensor& t, int root, ReduceOp op) {
   check_cuda(t);
   // The result lands on the root only; other ranks' tensors are only read.
-  check(ncclReduce(t.data_ptr(), t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), rank_),
-                   op_of(t.scalar_type(), op, rank_), root, comm_, stream_),
-        "reduce", rank_);
+  check(
+      ncclReduce(t.data_ptr(), t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), world_rank_),
+                 op_of(t.scalar_type(), op, world_rank_), root, comm_, stream_),
+      "reduce", world_rank_);
   return enqueued("reduce", {t});
 }
 
 WorkPtr NcclBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   check_cuda(input);
-  const auto type = datatype_of(input.scalar_type(), rank_);
-  check(ncclGroupStart(), "group", rank_);
+  const auto type = datatype_of(input.scalar_type(), world_rank_);
+  check(ncclGroupStart(), "group", world_rank_);
   for (int r = 0; r < size_; ++r) {
     check(ncclSend(input.data_ptr(), count_of(input), type, r, comm_, stream_), "all_gather",
-          rank_);
+          world_rank_);
     check(ncclRecv(outputs[r].data_ptr(), count_of(input), type, r, comm_, stream_), "all_gather",
-          rank_);
+          world_rank_);
   }
-  check(ncclGroupEnd(), "all_gather", rank_);
+  check(ncclGroupEnd(), "all_gather", world_rank_);
   std::vector<at::Tensor> keep = outputs;
   keep.push_back(input);
   return enqueued("all_gather", keep);
@@ -222,14 +226,15 @@ WorkPtr NcclBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tens
 
 WorkPtr NcclBackend::gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
   check_cuda(input);
-  const auto type = datatype_of(input.scalar_type(), rank_);
-  check(ncclGroupStart(), "group", rank_);
-  check(ncclSend(input.data_ptr(), count_of(input), type, root, comm_, stream_), "gather", rank_);
+  const auto type = datatype_of(input.scalar_type(), world_rank_);
+  check(ncclGroupStart(), "group", world_rank_);
+  check(ncclSend(input.data_ptr(), count_of(input), type, root, comm_, stream_), "gather",
+        world_rank_);
   for (int r = 0; rank_ == root && r < size_; ++r) {
     check(ncclRecv(outputs[r].data_ptr(), count_of(input), type, r, comm_, stream_), "gather",
-          rank_);
+          world_rank_);
   }
-  check(ncclGroupEnd(), "gather", rank_);
+  check(ncclGroupEnd(), "gather", world_rank_);
   std::vector<at::Tensor> keep = outputs;
   keep.push_back(input);
   return enqueued("gather", keep);
@@ -237,15 +242,15 @@ WorkPtr NcclBackend::gather(std::vector<at::Tensor>& outputs, const at::Tensor& 
 
 WorkPtr NcclBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) {
   check_cuda(output);
-  const auto type = datatype_of(output.scalar_type(), rank_);
-  check(ncclGroupStart(), "group", rank_);
+  const auto type = datatype_of(output.scalar_type(), world_rank_);
+  check(ncclGroupStart(), "group", world_rank_);
   for (int r = 0; rank_ == root && r < size_; ++r) {
     check(ncclSend(inputs[r].data_ptr(), count_of(output), type, r, comm_, stream_), "scatter",
-          rank_);
+          world_rank_);
   }
   check(ncclRecv(output.data_ptr(), count_of(output), type, root, comm_, stream_), "scatter",
-        rank_);
-  check(ncclGroupEnd(), "scatter", rank_);
+        world_rank_);
+  check(ncclGroupEnd(), "scatter", world_rank_);
   std::vector<at::Tensor> keep = inputs;
   keep.push_back(output);
   return enqueued("scatter", keep);
@@ -267,24 +272,24 @@ WorkPtr NcclBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor&
   const bool apart = at::get_overlap_status(output, input) == at::MemOverlapStatus::No;
   const at::Tensor source = in_place || apart ? input : input.clone();
   check(ncclReduceScatter(source.data_ptr(), output.data_ptr(), count_of(output),
-                          datatype_of(output.scalar_type(), rank_),
-                          op_of(output.scalar_type(), op, rank_), comm_, stream_),
-        "reduce_scatter", rank_);
+                          datatype_of(output.scalar_type(), world_rank_),
+                          op_of(output.scalar_type(), op, world_rank_), comm_, stream_),
+        "reduce_scatter", world_rank_);
   return enqueued("reduce_scatter", {source, output});
 }
 
 WorkPtr NcclBackend::all_to_all(std::vector<at::Tensor>& outputs,
                                 const std::vector<at::Tensor>& inputs) {
   check_cuda(inputs.at(0));
-  const auto type = datatype_of(inputs[0].scalar_type(), rank_);
-  check(ncclGroupStart(), "group", rank_);
+  const auto type = datatype_of(inputs[0].scalar_type(), world_rank_);
+  check(ncclGroupStart(), "group", world_rank_);
   for (int r = 0; r < size_; ++r) {
     check(ncclSend(inputs[r].data_ptr(), count_of(inputs[r]), type, r, comm_, stream_),
-          "all_to_all", rank_);
+          "all_to_all", world_rank_);
     check(ncclRecv(outputs[r].data_ptr(), count_of(outputs[r]), type, r, comm_, stream_),
-          "all_to_all", rank_);
+          "all_to_all", world_rank_);
   }
-  check(ncclGroupEnd(), "all_to_all", rank_);
+  check(ncclGroupEnd(), "all_to_all", world_rank_);
   std::vector<at::Tensor> keep = inputs;
   keep.insert(keep.end(), outputs.begin(), outputs.end());
   return enqueued("all_to_all", keep);
@@ -298,29 +303,29 @@ WorkPtr NcclBackend::barrier() {
 
 WorkPtr NcclBackend::send(const at::Tensor& t, int dst, int) {
   check_cuda(t);
-  check(
-      ncclSend(t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), rank_), dst, comm_, stream_),
-      "send", rank_);
+  check(ncclSend(t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), world_rank_), dst, comm_,
+                 stream_),
+        "send", world_rank_);
   return enqueued("send", {t});
 }
 
 WorkPtr NcclBackend::recv(at::Tensor& t, int src, int) {
   check_cuda(t);
-  check(
-      ncclRecv(t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), rank_), src, comm_, stream_),
-      "recv", rank_);
+  check(ncclRecv(t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), world_rank_), src, comm_,
+                 stream_),
+        "recv", world_rank_);
   return enqueued("recv", {t});
 }
 
 std::shared_ptr<Backend> NcclBackend::split(const std::vector<int>& ranks) {
-  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  const auto me = std::find(ranks.begin(), ranks.end(), world_rank_);
   const bool member = me != ranks.end();
   ncclComm_t comm = nullptr;
   check(ncclCommSplit(comm_, member ? 0 : NCCL_SPLIT_NOCOLOR,
                       member ? static_cast<int>(me - ranks.begin()) : 0, &comm, nullptr),
-        "new_group (ncclCommSplit)", rank_);
+        "new_group (ncclCommSplit)", world_rank_);
   if (!member) return nullptr;
-  return std::make_shared<NcclBackend>(comm, device_, timeout_);
+  return std::make_shared<NcclBackend>(comm, device_, timeout_, world_rank_);
 }
 
 }  // namespace engine::dist::nccl

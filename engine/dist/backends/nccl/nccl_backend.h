@@ -24,7 +24,9 @@ namespace engine::dist::nccl {
 // point-to-point calls; split is ncclCommSplit.
 class NcclBackend : public Backend {
  public:
-  NcclBackend(ncclComm_t comm, int device, std::chrono::milliseconds timeout);
+  // `world_rank`: this process's rank in the world, which every message
+  // names (a subgroup's rank in `comm` differs).
+  NcclBackend(ncclComm_t comm, int device, std::chrono::milliseconds timeout, int world_rank);
   ~NcclBackend() override;
 
   int rank() const override { return rank_; }
@@ -60,6 +62,7 @@ class NcclBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
+  int world_rank_;
   std::chrono::milliseconds timeout_;
 };
 
