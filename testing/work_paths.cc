@@ -167,4 +167,12 @@ std::vector<Path> all_paths() {
   };
 }
 
+bool names_only_rank(const std::string& message, int rank, int world_size) {
+  for (int other = 0; other < world_size; ++other) {
+    const bool named = message.find("[rank " + std::to_string(other) + "]") != std::string::npos;
+    if (named != (other == rank)) return false;
+  }
+  return true;
+}
+
 }  // namespace work_paths

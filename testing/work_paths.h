@@ -40,4 +40,9 @@ struct Path {
 
 std::vector<Path> all_paths();
 
+// Whether `message` names world rank `rank` ("[rank N]") and none of the
+// other ranks of a world of `world_size`: the waiter's group ranks differ
+// from its world ranks, so a message naming a group rank shows.
+bool names_only_rank(const std::string& message, int rank, int world_size);
+
 }  // namespace work_paths

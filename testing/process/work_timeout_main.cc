@@ -38,15 +38,6 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// Whether `message` names `rank` and no other rank.
-bool names_only(const std::string& message, int rank) {
-  for (int other = 0; other < dist::get_world_size(); ++other) {
-    const bool named = contains(message, "[rank " + std::to_string(other) + "]");
-    if (named != (other == rank)) return false;
-  }
-  return true;
-}
-
 // True when the wait timed out as promised; says why not on stderr.
 bool times_out(const std::string& name, const dist::WorkPtr& work) {
   const auto start = std::chrono::steady_clock::now();
@@ -55,7 +46,8 @@ bool times_out(const std::string& name, const dist::WorkPtr& work) {
     work->wait(kWait);
   } catch (const dist::Timeout& error) {
     const std::string message = error.what();
-    const bool named = names_only(message, rank) && contains(message, "300 ms");
+    const bool named = work_paths::names_only_rank(message, rank, dist::get_world_size()) &&
+                       contains(message, "300 ms");
     const bool waited = std::chrono::steady_clock::now() - start >= kWait;
     if (named && waited) return true;
     std::cerr << name << ": a Timeout" << (waited ? "" : " before the wait's timeout")

@@ -434,7 +434,7 @@ WorkPtr MpiBackend::recv(at::Tensor& tensor, int src, int tag) {
 }
 
 std::shared_ptr<Backend> MpiBackend::split(const std::vector<int>& ranks) {
-  const auto me = std::find(ranks.begin(), ranks.end(), world_rank_);
+  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
   const bool member = me != ranks.end();
   MPI_Comm comm;
   check(MPI_Comm_split(comm_, member ? 0 : MPI_UNDEFINED,

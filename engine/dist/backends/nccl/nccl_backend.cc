@@ -318,7 +318,7 @@ WorkPtr NcclBackend::recv(at::Tensor& t, int src, int) {
 }
 
 std::shared_ptr<Backend> NcclBackend::split(const std::vector<int>& ranks) {
-  const auto me = std::find(ranks.begin(), ranks.end(), world_rank_);
+  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
   const bool member = me != ranks.end();
   ncclComm_t comm = nullptr;
   check(ncclCommSplit(comm_, member ? 0 : NCCL_SPLIT_NOCOLOR,
