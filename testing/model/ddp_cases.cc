@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <limits>
 #include <numeric>
 
 #include "engine/model/batch_norm.h"
@@ -17,7 +18,29 @@ void showValue(const TrainingCase& c, std::ostream& os) {
      << " accumulative_counts=" << c.accumulative_counts
      << " bucket_cap_bytes=" << c.bucket_cap_bytes << " view=" << c.gradient_as_bucket_view
      << " find_unused=" << c.find_unused_parameters << " broadcast_buffers=" << c.broadcast_buffers
-     << " seed=" << c.seed << " net: " << nets::describe(c.spec);
+     << " clip_grad=" << describe(c.clip_grad) << " seed=" << c.seed
+     << " net: " << nets::describe(c.spec);
+}
+
+rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad() {
+  using engine::optim::ClipGrad;
+  return rc::gen::exec([]() -> std::optional<ClipGrad> {
+    ClipGrad clip;
+    clip.kind = *rc::gen::element(ClipGrad::Kind::kNorm, ClipGrad::Kind::kValue);
+    clip.max_norm = *rc::gen::element(0.05, 1.0, 100.0);
+    clip.norm_type = *rc::gen::element(1.0, 2.0, 3.0, std::numeric_limits<double>::infinity());
+    clip.clip_value = *rc::gen::element(0.001, 0.01, 100.0);
+    if (*rc::gen::inRange(0, 3) == 0) return std::nullopt;
+    return clip;
+  });
+}
+
+std::string describe(const std::optional<engine::optim::ClipGrad>& clip) {
+  if (!clip) return "none";
+  if (clip->kind == engine::optim::ClipGrad::Kind::kValue) {
+    return "value " + std::to_string(clip->clip_value);
+  }
+  return "norm " + std::to_string(clip->max_norm) + " type " + std::to_string(clip->norm_type);
 }
 
 rc::Gen<TrainingCase> training_case(std::optional<int> world_size) {
@@ -33,6 +56,7 @@ rc::Gen<TrainingCase> training_case(std::optional<int> world_size) {
     c.gradient_as_bucket_view = *rc::gen::arbitrary<bool>();
     c.find_unused_parameters = *rc::gen::arbitrary<bool>();
     c.broadcast_buffers = *rc::gen::arbitrary<bool>();
+    c.clip_grad = *clip_grad();
     c.seed = *rc::gen::arbitrary<uint32_t>();
     for (int it = 0; it < c.iterations; ++it) {
       c.used_heads.emplace_back();
@@ -99,7 +123,7 @@ Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int ra
   options.find_unused_parameters = c.find_unused_parameters;
   options.broadcast_buffers = c.broadcast_buffers;
   auto ddp = std::make_shared<MMDistributedDataParallel>(net, options);
-  engine::optim::OptimWrapper optim(sgd(*ddp), {c.accumulative_counts, std::nullopt});
+  engine::optim::OptimWrapper optim(sgd(*ddp), {c.accumulative_counts, c.clip_grad});
   Snapshots snapshots;
   for (int it = 0; it < c.iterations; ++it) {
     ddp->train_step(batch_of(c, it, rank), optim);
@@ -111,7 +135,7 @@ Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int ra
 Snapshots train_serial(const TrainingCase& c, nets::TestNet& initial) {
   auto net = nets::make_net(c.spec);
   nets::copy_state(initial, *net);
-  engine::optim::OptimWrapper optim(sgd(*net), {c.accumulative_counts, std::nullopt});
+  engine::optim::OptimWrapper optim(sgd(*net), {c.accumulative_counts, c.clip_grad});
   Snapshots snapshots;
   for (int it = 0; it < c.iterations; ++it) {
     std::vector<engine::model::TensorDict> batches;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/optim/optim_wrapper.h"
 #include "testing/model/nets.h"
 
 // The DDP equivalence property's cases and its two sides, shared by the
@@ -26,12 +27,19 @@ struct TrainingCase {
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
+  std::optional<engine::optim::ClipGrad> clip_grad;
   std::vector<std::vector<std::vector<bool>>> used_heads;     // [iteration][rank][head]
   std::vector<std::vector<std::vector<int64_t>>> head_order;  // [iteration][rank]: a permutation
   uint64_t seed = 0;
 };
 
 void showValue(const TrainingCase& c, std::ostream& os);
+
+// Gradient clipping as a user may configure it: none, by norm (each norm
+// type, with max_norm below and above the gradients' norm) or by value (below
+// and above the gradients' magnitudes).
+rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad();
+std::string describe(const std::optional<engine::optim::ClipGrad>& clip);
 
 // Random cases; `world_size` fixes the rank count (processes), else 1-4.
 rc::Gen<TrainingCase> training_case(std::optional<int> world_size = std::nullopt);

@@ -26,8 +26,8 @@ void showValue(const ShardingCase& c, std::ostream& os) {
      << " iterations=" << c.iterations << " accumulative_counts=" << c.accumulative_counts
      << " communicate_every_step=" << c.communicate_every_step
      << " ignore_first_head=" << c.ignore_first_head << " freeze_first_bias=" << c.freeze_first_bias
-     << " adam=" << c.adam << " clip_norm=" << (c.clip_norm ? std::to_string(*c.clip_norm) : "none")
-     << " norm_type=" << c.norm_type << " seed=" << c.seed << " net: " << nets::describe(c.spec);
+     << " adam=" << c.adam << " clip_grad=" << ddp_cases::describe(c.clip_grad)
+     << " seed=" << c.seed << " net: " << nets::describe(c.spec);
 }
 
 rc::Gen<ShardingCase> sharding_case(int max_world_size) {
@@ -65,8 +65,7 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
     // float32 rounding it is left out; it sees the shards and gradients in
     // their own dtype either way.
     c.adam = tolerance(c) == ddp_cases::kTolerance && *rc::gen::arbitrary<bool>();
-    if (*rc::gen::arbitrary<bool>()) c.clip_norm = *rc::gen::element(0.05, 1.0, 100.0);
-    c.norm_type = *rc::gen::element(1.0, 2.0, 3.0, std::numeric_limits<double>::infinity());
+    c.clip_grad = *ddp_cases::clip_grad();
     c.seed = *rc::gen::arbitrary<uint32_t>();
     for (int it = 0; it < c.iterations; ++it) {
       std::vector<bool> used(c.spec.heads);
@@ -97,12 +96,7 @@ std::shared_ptr<torch::optim::Optimizer> optimizer_for(const ShardingCase& c,
 engine::optim::OptimWrapperOptions wrapper_options(const ShardingCase& c) {
   engine::optim::OptimWrapperOptions options;
   options.accumulative_counts = c.accumulative_counts;
-  if (c.clip_norm) {
-    engine::optim::ClipGrad clip;
-    clip.max_norm = *c.clip_norm;
-    clip.norm_type = c.norm_type;
-    options.clip_grad = clip;
-  }
+  options.clip_grad = c.clip_grad;
   return options;
 }
 

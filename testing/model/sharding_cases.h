@@ -42,8 +42,7 @@ struct ShardingCase {
   bool ignore_first_head = false;
   bool freeze_first_bias = false;
   bool adam = false;
-  std::optional<double> clip_norm;  // max_norm; norm_type below
-  double norm_type = 2;
+  std::optional<engine::optim::ClipGrad> clip_grad;
   std::vector<std::vector<bool>> used_heads;  // [iteration][head], alike on every rank
   // [iteration][rank]: rank-dependent where the wrapper allows it (ZeRO, and
   // FSDP with one unit); alike elsewhere, since FSDP needs every rank to
