@@ -19,7 +19,7 @@ ForwardMode parse_forward_mode(const std::string& mode) {
                                           "\"tensor\""));
 }
 
-ParsedLosses parse_losses(const TensorDict& losses) {
+ParsedLosses parse_losses(const TensorDict& losses, const dist::GroupPtr& group) {
   ParsedLosses parsed;
   for (const auto& [name, value] : losses) {
     if (!value.defined()) {
@@ -41,7 +41,7 @@ ParsedLosses parse_losses(const TensorDict& losses) {
                       "name contains \"loss\""));
   }
   parsed.log_vars["loss"] = parsed.loss.detach().clone();
-  if (dist::is_distributed()) dist::all_reduce_dict(parsed.log_vars, "mean");
+  if (dist::is_distributed()) dist::all_reduce_dict(parsed.log_vars, "mean", group);
   return parsed;
 }
 

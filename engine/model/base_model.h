@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/dist/group.h"
 #include "engine/model/tensor_dict.h"
 
 namespace engine::optim {
@@ -28,9 +29,11 @@ struct ParsedLosses {
 };
 
 // Each entry reduced to its mean; `loss` = sum of those whose name contains
-// "loss". The log values are averaged across the ranks of the default group
-// when distributed (the loss itself is not: its gradient stays local).
-ParsedLosses parse_losses(const TensorDict& losses);
+// "loss". When distributed, the log values are averaged across the ranks of
+// `group` (nullptr: the default group; the wrappers pass the group they
+// train on), a collective every rank of it makes; the loss itself is not:
+// its gradient stays local.
+ParsedLosses parse_losses(const TensorDict& losses, const dist::GroupPtr& group = nullptr);
 
 // mmengine's BaseModel: a module with a data preprocessor and one forward
 // that answers in three modes, plus the step functions that runners call.

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "engine/dist/errors.h"
+#include "engine/dist/info.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/model/wrappers/separate_distributed_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
@@ -191,18 +192,38 @@ TEST(Ddp, FindUnusedParametersLeavesGloballyUnusedGradientsUndefined) {
   });
 }
 
-TEST(Ddp, DifferentParameterShapesAcrossRanksAreAnErrorOnEveryRank) {
-  harness::run_ranks(2, [&](int rank) {
-    auto net = nets::make_net(mlp({rank == 0 ? 4 : 5}));
+// The members of `members` (of a world of `world`) wrap a model whose shape
+// differs on rank `odd`: every member gets an error naming it and the
+// group's first rank by their world ranks.
+void expect_shape_mismatch_named(int world, const std::vector<int>& members, int odd) {
+  harness::run_ranks(world, [&](int rank) {
+    DDPOptions options;
+    if (static_cast<int>(members.size()) < world) {
+      options.process_group = engine::dist::new_group(members);
+    }
+    if (!std::binary_search(members.begin(), members.end(), rank)) return;
+    auto net = nets::make_net(mlp({rank == odd ? 5 : 4}));
     try {
-      MMDistributedDataParallel ddp(net, {});
+      MMDistributedDataParallel ddp(net, options);
       ADD_FAILURE() << "no error for different shapes";
     } catch (const engine::dist::InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("\"trunk0.weight\" [5, 4]"), std::string::npos)
-          << e.what();
-      EXPECT_NE(std::string(e.what()).find("on rank 1"), std::string::npos) << e.what();
+      const std::string message = e.what();
+      const std::string odd_side = "\"trunk0.weight\" [5, 4] Double on rank " +
+                                   std::to_string(odd) + " but \"trunk0.weight\" [4, 4] Double";
+      EXPECT_NE(message.find(odd_side + " on rank " + std::to_string(members.front()) + "\n"),
+                std::string::npos)
+          << message;
+      EXPECT_EQ(message.rfind("[rank " + std::to_string(rank) + "]", 0), 0u) << message;
     }
   });
+}
+
+TEST(Ddp, DifferentParameterShapesAcrossRanksAreAnErrorOnEveryRank) {
+  expect_shape_mismatch_named(2, {0, 1}, 1);
+}
+
+TEST(Ddp, OnASubgroupTheShapeErrorNamesTheRanksByTheirWorldRanks) {
+  expect_shape_mismatch_named(4, {1, 3}, 3);
 }
 
 TEST(Ddp, DetectAnomalousParamsReportsWhatTheLossDoesNotReach) {

@@ -99,7 +99,7 @@ TensorDict MMDistributedDataParallel::forward(const TensorDict& data, ForwardMod
 TensorDict MMDistributedDataParallel::train_step(const TensorDict& data,
                                                  optim::OptimWrapper& optim_wrapper) {
   auto scope = optim_wrapper.optim_context(this);
-  ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss));
+  ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss), group_);
   if (options_.detect_anomalous_params) detect_anomalous_params(parsed.loss);
   optim_wrapper.update_params(parsed.loss);
   return parsed.log_vars;

@@ -401,7 +401,7 @@ TensorDict MMFullyShardedDataParallel::without_backward(Step step) {
 TensorDict MMFullyShardedDataParallel::train_step(const TensorDict& data,
                                                   optim::OptimWrapper& optim_wrapper) {
   auto scope = optim_wrapper.optim_context(scheme_.no_sync_inside_accumulation ? this : nullptr);
-  ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss));
+  ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss), group_);
   optim_wrapper.update_params(parsed.loss);
   return parsed.log_vars;
 }

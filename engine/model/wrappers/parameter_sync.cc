@@ -24,18 +24,21 @@ std::vector<std::string> describe(const std::vector<NamedParameter>& params) {
   return lines;
 }
 
-// "" when equal, else where `mine` first differs from `reference`.
-std::string first_difference(const std::vector<std::string>& mine,
-                             const std::vector<std::string>& reference, int rank) {
+// "" when equal, else where `mine` (world rank `rank`'s) first differs from
+// `reference` (world rank `reference_rank`'s).
+std::string first_difference(const std::vector<std::string>& mine, int rank,
+                             const std::vector<std::string>& reference, int reference_rank) {
+  const std::string on_rank = " on rank " + std::to_string(rank);
+  const std::string on_reference = " on rank " + std::to_string(reference_rank);
   for (size_t i = 0; i < std::min(mine.size(), reference.size()); ++i) {
     if (mine[i] != reference[i]) {
-      return "parameter " + std::to_string(i) + " is " + mine[i] + " on rank " +
-             std::to_string(rank) + " but " + reference[i] + " on rank 0";
+      return "parameter " + std::to_string(i) + " is " + mine[i] + on_rank + " but " +
+             reference[i] + on_reference;
     }
   }
   if (mine.size() == reference.size()) return "";
-  return "rank " + std::to_string(rank) + " has " + std::to_string(mine.size()) +
-         " parameters, rank 0 has " + std::to_string(reference.size());
+  return std::to_string(mine.size()) + " parameters" + on_rank + ", " +
+         std::to_string(reference.size()) + on_reference;
 }
 
 std::vector<std::string> to_strings(const c10::IValue& value) {
@@ -58,7 +61,9 @@ void verify_same_parameters(const std::vector<NamedParameter>& params,
   const std::vector<std::string> reference = to_strings(all.front());
   std::string differences;
   for (size_t rank = 1; rank < all.size(); ++rank) {
-    std::string difference = first_difference(to_strings(all[rank]), reference, rank);
+    std::string difference =
+        first_difference(to_strings(all[rank]), group->global_rank_of(static_cast<int>(rank)),
+                         reference, group->global_rank_of(0));
     if (!difference.empty()) differences += "\n  " + difference;
   }
   if (differences.empty()) return;
