@@ -94,9 +94,11 @@ void showValue(const TensorCase& c, std::ostream& os) {
      << " root=" << c.root << " data_seed=" << c.data_seed << " sim_seed=" << c.sim_seed << "}";
 }
 
-engine::dist::GroupPtr group_of(const TensorCase& c) {
-  if (static_cast<int>(c.members.size()) == c.world_size) return nullptr;
-  return engine::dist::new_group(c.members);
+engine::dist::GroupPtr group_of(const TensorCase& c) { return group_of(c.world_size, c.members); }
+
+engine::dist::GroupPtr group_of(int world_size, const std::vector<int>& members) {
+  if (static_cast<int>(members.size()) == world_size) return nullptr;
+  return engine::dist::new_group(members);
 }
 
 bool is_member(const TensorCase& c, int rank) {

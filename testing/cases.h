@@ -32,6 +32,7 @@ struct TensorCase {
 // The case's group on every rank of the world (collective: every rank calls
 // it): nullptr (the default group) when the members are the whole world.
 engine::dist::GroupPtr group_of(const TensorCase& c);
+engine::dist::GroupPtr group_of(int world_size, const std::vector<int>& members);
 bool is_member(const TensorCase& c, int rank);
 int global_root(const TensorCase& c);  // the root's global rank
 

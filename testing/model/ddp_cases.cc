@@ -2,12 +2,14 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <limits>
 #include <numeric>
 
 #include "engine/model/batch_norm.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
+#include "testing/cases.h"
 
 namespace ddp_cases {
 
@@ -18,8 +20,8 @@ void showValue(const TrainingCase& c, std::ostream& os) {
      << " accumulative_counts=" << c.accumulative_counts
      << " bucket_cap_bytes=" << c.bucket_cap_bytes << " view=" << c.gradient_as_bucket_view
      << " find_unused=" << c.find_unused_parameters << " broadcast_buffers=" << c.broadcast_buffers
-     << " clip_grad=" << describe(c.clip_grad) << " seed=" << c.seed
-     << " net: " << nets::describe(c.spec);
+     << " clip_grad=" << describe(c.clip_grad) << " members=" << describe(c.members)
+     << " seed=" << c.seed << " net: " << nets::describe(c.spec);
 }
 
 rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad() {
@@ -33,6 +35,21 @@ rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad() {
     if (*rc::gen::inRange(0, 3) == 0) return std::nullopt;
     return clip;
   });
+}
+
+rc::Gen<std::vector<int>> members(int world_size) {
+  return rc::gen::exec([world_size] {
+    if (*rc::gen::arbitrary<bool>()) return *cases::subgroup(world_size, 1);
+    std::vector<int> world(world_size);
+    std::iota(world.begin(), world.end(), 0);
+    return world;
+  });
+}
+
+std::string describe(const std::vector<int>& members) {
+  std::string out = "[";
+  for (size_t i = 0; i < members.size(); ++i) out += (i ? "," : "") + std::to_string(members[i]);
+  return out + "]";
 }
 
 std::string describe(const std::optional<engine::optim::ClipGrad>& clip) {
@@ -57,10 +74,11 @@ rc::Gen<TrainingCase> training_case(std::optional<int> world_size) {
     c.find_unused_parameters = *rc::gen::arbitrary<bool>();
     c.broadcast_buffers = *rc::gen::arbitrary<bool>();
     c.clip_grad = *clip_grad();
+    c.members = *members(c.world_size);
     c.seed = *rc::gen::arbitrary<uint32_t>();
     for (int it = 0; it < c.iterations; ++it) {
       c.used_heads.emplace_back();
-      for (int r = 0; r < c.world_size; ++r) {
+      for (size_t seat = 0; seat < c.members.size(); ++seat) {
         std::vector<bool> used(c.spec.heads, true);
         if (c.find_unused_parameters) {
           for (auto&& head : used) head = *rc::gen::arbitrary<bool>();
@@ -68,7 +86,7 @@ rc::Gen<TrainingCase> training_case(std::optional<int> world_size) {
         }
         c.used_heads.back().push_back(used);
       }
-      c.head_order.push_back(head_orders(c.world_size, c.spec.heads));
+      c.head_order.push_back(head_orders(static_cast<int>(c.members.size()), c.spec.heads));
     }
     return c;
   });
@@ -96,9 +114,9 @@ std::shared_ptr<torch::optim::Optimizer> sgd(torch::nn::Module& module) {
                                              torch::optim::SGDOptions(0.1).momentum(0.5));
 }
 
-engine::model::TensorDict batch_of(const TrainingCase& c, int iteration, int rank) {
-  return nets::make_batch(c.spec, c.batch, c.seed * 1000 + iteration * 10 + rank,
-                          c.used_heads[iteration][rank], c.head_order[iteration][rank]);
+engine::model::TensorDict batch_of(const TrainingCase& c, int iteration, int seat) {
+  return nets::make_batch(c.spec, c.batch, c.seed * 1000 + iteration * 10 + seat,
+                          c.used_heads[iteration][seat], c.head_order[iteration][seat]);
 }
 
 std::map<std::string, at::Tensor> state_of(torch::nn::Module& module) {
@@ -110,9 +128,12 @@ std::map<std::string, at::Tensor> state_of(torch::nn::Module& module) {
 }  // namespace
 
 Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int rank) {
+  const engine::dist::GroupPtr group = cases::group_of(c.world_size, c.members);
+  const int seat = seat_of(c.members, rank);
+  if (seat < 0) return {};
   auto net = nets::make_net(c.spec);
-  if (c.spec.batch_norm) engine::model::convert_sync_batchnorm(*net);
-  if (rank == 0) {
+  if (c.spec.batch_norm) engine::model::convert_sync_batchnorm(*net, group);
+  if (seat == 0) {
     nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
   } else {
     nets::scramble_state(*net, scramble_seed(c.seed, rank));
@@ -122,11 +143,12 @@ Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int ra
   options.gradient_as_bucket_view = c.gradient_as_bucket_view;
   options.find_unused_parameters = c.find_unused_parameters;
   options.broadcast_buffers = c.broadcast_buffers;
+  options.process_group = group;
   auto ddp = std::make_shared<MMDistributedDataParallel>(net, options);
   engine::optim::OptimWrapper optim(sgd(*ddp), {c.accumulative_counts, c.clip_grad});
   Snapshots snapshots;
   for (int it = 0; it < c.iterations; ++it) {
-    ddp->train_step(batch_of(c, it, rank), optim);
+    ddp->train_step(batch_of(c, it, seat), optim);
     snapshots.push_back(state_of(*net));
   }
   return snapshots;
@@ -139,7 +161,9 @@ Snapshots train_serial(const TrainingCase& c, nets::TestNet& initial) {
   Snapshots snapshots;
   for (int it = 0; it < c.iterations; ++it) {
     std::vector<engine::model::TensorDict> batches;
-    for (int r = 0; r < c.world_size; ++r) batches.push_back(batch_of(c, it, r));
+    for (size_t seat = 0; seat < c.members.size(); ++seat) {
+      batches.push_back(batch_of(c, it, static_cast<int>(seat)));
+    }
     net->train_step(nets::concatenate(batches), optim);
     snapshots.push_back(state_of(*net));
   }
@@ -165,14 +189,19 @@ std::optional<std::string> first_departure(const Snapshots& expected, const Snap
   return std::nullopt;
 }
 
-std::optional<std::string> first_difference_from_rank0(const Snapshots& first,
-                                                       const Snapshots& other, int rank) {
+int seat_of(const std::vector<int>& members, int rank) {
+  const auto it = std::lower_bound(members.begin(), members.end(), rank);
+  return it != members.end() && *it == rank ? static_cast<int>(it - members.begin()) : -1;
+}
+
+std::optional<std::string> first_difference(const Snapshots& first, int first_rank,
+                                            const Snapshots& other, int rank) {
   for (size_t it = 0; it < first.size(); ++it) {
     for (const auto& [name, value] : first[it]) {
       const at::Tensor& mine = other[it].at(name);
       if (!torch::equal(mine, value)) {
         return "iteration " + std::to_string(it) + " " + name + ": rank " + std::to_string(rank) +
-               " differs from rank 0 by " +
+               " differs from rank " + std::to_string(first_rank) + " by " +
                std::to_string((mine - value).abs().max().item<double>());
       }
     }

@@ -28,8 +28,15 @@ struct TrainingCase {
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
   std::optional<engine::optim::ClipGrad> clip_grad;
-  std::vector<std::vector<std::vector<bool>>> used_heads;     // [iteration][rank][head]
-  std::vector<std::vector<std::vector<int64_t>>> head_order;  // [iteration][rank]: a permutation
+  // The sorted world ranks that train, with their group as the wrapper's
+  // process_group: the whole world (the default group), or in half the
+  // cases any subgroup (one rank, without rank 0, not contiguous). The
+  // other ranks sit the case out.
+  std::vector<int> members;
+  // [iteration][seat][head] and [iteration][seat], a seat being an index
+  // into members.
+  std::vector<std::vector<std::vector<bool>>> used_heads;
+  std::vector<std::vector<std::vector<int64_t>>> head_order;  // permutations of the heads
   uint64_t seed = 0;
 };
 
@@ -41,6 +48,11 @@ void showValue(const TrainingCase& c, std::ostream& os);
 rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad();
 std::string describe(const std::optional<engine::optim::ClipGrad>& clip);
 
+// The ranks that train (TrainingCase::members): the whole world, or in half
+// the cases any subgroup of it (cases::subgroup).
+rc::Gen<std::vector<int>> members(int world_size);
+std::string describe(const std::vector<int>& members);
+
 // Random cases; `world_size` fixes the rank count (processes), else 1-4.
 rc::Gen<TrainingCase> training_case(std::optional<int> world_size = std::nullopt);
 
@@ -48,12 +60,14 @@ rc::Gen<TrainingCase> training_case(std::optional<int> world_size = std::nullopt
 std::shared_ptr<nets::TestNet> initial_net(const TrainingCase& c);
 
 // One rank under MMDistributedDataParallel; parameters and buffers after
-// each step. Only rank 0 starts from `initial`; every other rank starts from
-// a scrambled state of its own (nets::scramble_state), which the wrapper must
-// replace by rank 0's.
+// each step, none on a rank outside the members (every rank of the world
+// calls it: it makes the group). Only the first member starts from
+// `initial`; every other member starts from a scrambled state of its own
+// (nets::scramble_state), which the wrapper must replace by the first's.
 Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int rank);
 
-// One process on the concatenated batch of all ranks; parameters and buffers.
+// One process on the concatenated batch of all members; parameters and
+// buffers.
 Snapshots train_serial(const TrainingCase& c, nets::TestNet& initial);
 
 // Tolerance: float64 throughout; DDP and the serial run differ only in the
@@ -77,9 +91,13 @@ std::vector<std::vector<int64_t>> head_orders(int world_size, int64_t heads);
 std::optional<std::string> first_departure(const Snapshots& expected, const Snapshots& got,
                                            const std::string& who, double tolerance = kTolerance);
 
+// `rank`'s index among the sorted `members`, -1 when it is not one.
+int seat_of(const std::vector<int>& members, int rank);
+
 // The first value (by iteration) where rank `rank`'s snapshots `other` are
-// not bit for bit rank 0's `first`, described; nullopt when none is.
-std::optional<std::string> first_difference_from_rank0(const Snapshots& first,
-                                                       const Snapshots& other, int rank);
+// not bit for bit rank `first_rank`'s `first`, described; nullopt when none
+// is.
+std::optional<std::string> first_difference(const Snapshots& first, int first_rank,
+                                            const Snapshots& other, int rank);
 
 }  // namespace ddp_cases

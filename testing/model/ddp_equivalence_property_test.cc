@@ -1,5 +1,6 @@
-// N ranks with batch b each under MMDistributedDataParallel end every step
-// with the parameters one process reaches on the concatenated batch of N*b.
+// N ranks with batch b each under MMDistributedDataParallel (on the world or
+// a subgroup) end every step with the parameters one process reaches on the
+// concatenated batch of N*b.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <torch/torch.h>
@@ -21,12 +22,13 @@ HARNESS_PROP(DdpEquivalence, RanksMatchOneProcessOnTheConcatenatedBatch, ()) {
   auto per_rank = harness::collect_ranks<Snapshots>(
       c.world_size, [&](int rank) { return ddp_cases::train_rank(c, *initial, rank); },
       harness::test_options(c.seed));
-  if (auto problem =
-          ddp_cases::first_departure(expected, per_rank[0], "rank 0 against the serial run")) {
+  const int first = c.members.front();
+  if (auto problem = ddp_cases::first_departure(
+          expected, per_rank[first], "rank " + std::to_string(first) + " against the serial run")) {
     RC_FAIL(*problem);
   }
-  for (int r = 1; r < c.world_size; ++r) {
-    if (auto problem = ddp_cases::first_difference_from_rank0(per_rank[0], per_rank[r], r)) {
+  for (const int r : c.members) {
+    if (auto problem = ddp_cases::first_difference(per_rank[first], first, per_rank[r], r)) {
       RC_FAIL(*problem);
     }
   }

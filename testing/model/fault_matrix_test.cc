@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <numeric>
+
 #include "engine/dist/dist.h"
 #include "sim/world.h"
 #include "testing/harness.h"
@@ -27,6 +29,8 @@ ddp_cases::TrainingCase short_run() {
   c.bucket_cap_bytes = 64;  // several buckets per step
   c.used_heads.assign(c.iterations, std::vector<std::vector<bool>>(kWorld, {true}));
   c.head_order.assign(c.iterations, std::vector<std::vector<int64_t>>(kWorld, {0}));
+  c.members.resize(kWorld);
+  std::iota(c.members.begin(), c.members.end(), 0);
   c.seed = 5;
   return c;
 }
@@ -46,6 +50,7 @@ sharding_cases::ShardingCase short_sharded_run(const std::string& strategy) {
   c.overlap_comm = true;
   c.used_heads.assign(c.iterations, {true});
   c.head_order = ddp.head_order;
+  c.members = ddp.members;
   c.seed = ddp.seed;
   return c;
 }

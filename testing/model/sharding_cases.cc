@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "engine/model/batch_norm.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/zero_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
+#include "testing/cases.h"
 
 namespace sharding_cases {
 
@@ -17,7 +19,8 @@ using engine::model::MMFullyShardedDataParallel;
 
 void showValue(const ShardingCase& c, std::ostream& os) {
   os << "world_size=" << c.world_size << " strategy=" << c.strategy
-     << " hybrid_shard_size=" << c.hybrid_shard_size << " param_dtype=" << c.param_dtype
+     << " hybrid_shard_size=" << c.hybrid_shard_size
+     << " members=" << ddp_cases::describe(c.members) << " param_dtype=" << c.param_dtype
      << " reduce_dtype=" << c.reduce_dtype << " buffer_dtype=" << c.buffer_dtype
      << " backward_prefetch=" << c.backward_prefetch << " forward_prefetch=" << c.forward_prefetch
      << " limit_all_gathers=" << c.limit_all_gathers
@@ -39,6 +42,10 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
     c.world_size = *rc::gen::inRange(1, max_world_size + 1);
     if (c.strategy == "HYBRID_SHARD") {
       c.hybrid_shard_size = c.world_size % 2 == 0 ? c.world_size / 2 : c.world_size;
+      c.members.resize(c.world_size);  // HYBRID_SHARD needs the default group
+      std::iota(c.members.begin(), c.members.end(), 0);
+    } else {
+      c.members = *ddp_cases::members(c.world_size);
     }
     if (c.strategy.rfind("ZERO", 0) != 0) {
       c.param_dtype = *rc::gen::element<std::string>("", "float32");
@@ -73,8 +80,8 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
       used[*rc::gen::inRange<int64_t>(0, c.spec.heads)] = true;  // the loss needs one
       c.used_heads.push_back(used);
       const bool one_order = c.strategy.rfind("ZERO", 0) != 0 && c.wrap != "root";
-      auto orders = ddp_cases::head_orders(c.world_size, c.spec.heads);
-      if (one_order) orders.assign(c.world_size, orders.front());
+      auto orders = ddp_cases::head_orders(static_cast<int>(c.members.size()), c.spec.heads);
+      if (one_order) orders.assign(orders.size(), orders.front());
       c.head_order.push_back(orders);
     }
     return c;
@@ -109,9 +116,9 @@ std::shared_ptr<nets::TestNet> prepared_net(const ShardingCase& c) {
   return net;
 }
 
-engine::model::TensorDict batch_of(const ShardingCase& c, int iteration, int rank) {
-  return nets::make_batch(c.spec, c.batch, c.seed * 1000 + iteration * 10 + rank,
-                          c.used_heads[iteration], c.head_order[iteration][rank]);
+engine::model::TensorDict batch_of(const ShardingCase& c, int iteration, int seat) {
+  return nets::make_batch(c.spec, c.batch, c.seed * 1000 + iteration * 10 + seat,
+                          c.used_heads[iteration], c.head_order[iteration][seat]);
 }
 
 std::map<std::string, at::Tensor> float64_buffers(torch::nn::Module& module) {
@@ -126,8 +133,10 @@ double grad_norm_of(const engine::optim::OptimWrapper& optim) {
   return optim.last_grad_norm().value_or(std::numeric_limits<double>::quiet_NaN());
 }
 
-engine::model::FSDPOptions fsdp_options(const ShardingCase& c, nets::TestNet& net) {
+engine::model::FSDPOptions fsdp_options(const ShardingCase& c, nets::TestNet& net,
+                                        const engine::dist::GroupPtr& group) {
   engine::model::FSDPOptions options;
+  options.process_group = group;
   options.sharding_strategy = engine::model::parse_sharding_strategy(c.strategy);
   options.hybrid_shard_size = c.hybrid_shard_size;
   options.sync_module_states = true;
@@ -146,35 +155,40 @@ engine::model::FSDPOptions fsdp_options(const ShardingCase& c, nets::TestNet& ne
 }
 
 std::shared_ptr<MMFullyShardedDataParallel> wrap(const ShardingCase& c,
-                                                 std::shared_ptr<nets::TestNet> net) {
+                                                 std::shared_ptr<nets::TestNet> net,
+                                                 const engine::dist::GroupPtr& group) {
   if (c.strategy == "ZERO_1" || c.strategy == "ZERO_2") {
     engine::model::ZeroOptions options;
     options.stage = c.strategy == "ZERO_1" ? 1 : 2;
     options.reduce_bucket_size = c.reduce_bucket_size;
     options.overlap_comm = c.overlap_comm;
+    options.process_group = group;
     return std::make_shared<engine::model::MMZeroDataParallel>(net, options);
   }
-  return std::make_shared<MMFullyShardedDataParallel>(net, fsdp_options(c, *net));
+  return std::make_shared<MMFullyShardedDataParallel>(net, fsdp_options(c, *net, group));
 }
 
 }  // namespace
 
 Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank) {
+  const engine::dist::GroupPtr group = cases::group_of(c.world_size, c.members);
+  const int seat = ddp_cases::seat_of(c.members, rank);
+  if (seat < 0) return {};
   auto net = prepared_net(c);
-  if (rank == 0) {
+  if (seat == 0) {
     nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
   } else {
     nets::scramble_state(*net, ddp_cases::scramble_seed(c.seed, rank));
   }
-  if (c.spec.batch_norm) engine::model::convert_sync_batchnorm(*net);
-  auto fsdp = wrap(c, net);
+  if (c.spec.batch_norm) engine::model::convert_sync_batchnorm(*net, group);
+  auto fsdp = wrap(c, net, group);
   engine::optim::OptimWrapper optim(optimizer_for(c, *fsdp), wrapper_options(c));
   Run run;
   for (int it = 0; it < c.iterations; ++it) {
-    const auto batch = batch_of(c, it, rank);
+    const auto batch = batch_of(c, it, seat);
     if (c.communicate_every_step) {
       auto parsed = engine::model::parse_losses(
-          fsdp->forward(fsdp->preprocess(batch, true), engine::model::ForwardMode::kLoss));
+          fsdp->forward(fsdp->preprocess(batch, true), engine::model::ForwardMode::kLoss), group);
       optim.update_params(parsed.loss);
     } else {
       fsdp->train_step(batch, optim);
@@ -226,7 +240,9 @@ Run train_serial(const ShardingCase& c, nets::TestNet& initial) {
   Run run;
   for (int it = 0; it < c.iterations; ++it) {
     std::vector<engine::model::TensorDict> batches;
-    for (int r = 0; r < c.world_size; ++r) batches.push_back(batch_of(c, it, r));
+    for (size_t seat = 0; seat < c.members.size(); ++seat) {
+      batches.push_back(batch_of(c, it, static_cast<int>(seat)));
+    }
     if (c.param_dtype.empty()) {
       net->train_step(nets::concatenate(batches), optim);
     } else {
@@ -287,36 +303,39 @@ double buffer_tolerance(const ShardingCase& c) {
 
 std::optional<std::string> first_problem(const ShardingCase& c, const Run& expected,
                                          const std::vector<Run>& per_rank) {
-  if (auto problem = ddp_cases::first_departure(expected.parameters, per_rank[0].parameters,
-                                                "rank 0 against the serial run", tolerance(c))) {
+  const int first = c.members.front();
+  const Run& reference = per_rank[first];
+  const std::string who = "rank " + std::to_string(first) + " against the serial run";
+  if (auto problem = ddp_cases::first_departure(expected.parameters, reference.parameters, who,
+                                                tolerance(c))) {
     return problem;
   }
-  if (auto problem =
-          ddp_cases::first_departure(expected.buffers, per_rank[0].buffers,
-                                     "rank 0 against the serial run", buffer_tolerance(c))) {
+  if (auto problem = ddp_cases::first_departure(expected.buffers, reference.buffers, who,
+                                                buffer_tolerance(c))) {
     return problem;
   }
   for (size_t it = 0; it < expected.grad_norms.size(); ++it) {
     const double want = expected.grad_norms[it];
-    const double got = per_rank[0].grad_norms[it];
+    const double got = reference.grad_norms[it];
     const bool both_absent = std::isnan(want) && std::isnan(got);
     if (!both_absent && !(std::abs(got - want) <= tolerance(c) * (1 + std::abs(want)))) {
-      return "iteration " + std::to_string(it) + ": rank 0 logged grad_norm " +
-             std::to_string(got) + ", the serial run " + std::to_string(want);
+      return "iteration " + std::to_string(it) + ": rank " + std::to_string(first) +
+             " logged grad_norm " + std::to_string(got) + ", the serial run " +
+             std::to_string(want);
     }
   }
-  for (size_t r = 1; r < per_rank.size(); ++r) {
+  for (const int r : c.members) {
     for (auto part : {&Run::parameters, &Run::buffers}) {
-      if (auto problem = ddp_cases::first_difference_from_rank0(
-              per_rank[0].*part, per_rank[r].*part, static_cast<int>(r))) {
+      if (auto problem =
+              ddp_cases::first_difference(reference.*part, first, per_rank[r].*part, r)) {
         return problem;
       }
     }
     for (size_t it = 0; it < expected.parameters.size(); ++it) {
-      const double a = per_rank[r].grad_norms[it], b = per_rank[0].grad_norms[it];
+      const double a = per_rank[r].grad_norms[it], b = reference.grad_norms[it];
       if (!(a == b || (std::isnan(a) && std::isnan(b)))) {
         return "iteration " + std::to_string(it) + ": rank " + std::to_string(r) +
-               " logged another grad_norm than rank 0";
+               " logged another grad_norm than rank " + std::to_string(first);
       }
     }
   }

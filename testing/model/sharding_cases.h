@@ -30,6 +30,10 @@ struct ShardingCase {
   int64_t reduce_bucket_size = 1;  // ZeRO, in elements
   bool overlap_comm = false;       // ZeRO
   int hybrid_shard_size = 0;
+  // The ranks that train, as in ddp_cases::TrainingCase (a subgroup is the
+  // wrapper's process_group); the whole world under HYBRID_SHARD, which
+  // needs the default group.
+  std::vector<int> members;
   // FSDP's mixed_precision: a dtype name, or empty for the model's own.
   std::string param_dtype, reduce_dtype, buffer_dtype;
   // FSDP's prefetching: BACKWARD_PRE, BACKWARD_POST or NONE.
@@ -44,7 +48,7 @@ struct ShardingCase {
   bool adam = false;
   std::optional<engine::optim::ClipGrad> clip_grad;
   std::vector<std::vector<bool>> used_heads;  // [iteration][head], alike on every rank
-  // [iteration][rank]: rank-dependent where the wrapper allows it (ZeRO, and
+  // [iteration][seat]: rank-dependent where the wrapper allows it (ZeRO, and
   // FSDP with one unit); alike elsewhere, since FSDP needs every rank to
   // gather its units in one order (as PyTorch's does).
   std::vector<std::vector<std::vector<int64_t>>> head_order;
@@ -71,12 +75,14 @@ struct Run {
 c10::IValue to_ivalue(const Run& run);
 void from_ivalue(const c10::IValue& value, Run& out);
 
-// One rank under the case's wrapper. Only rank 0 starts from `initial`;
-// every other rank starts from a scrambled state of its own, which
-// sync_module_states must replace by rank 0's.
+// One rank under the case's wrapper; an empty Run on a rank outside the
+// members (every rank of the world calls it: it makes the group). Only the
+// first member starts from `initial`; every other member starts from a
+// scrambled state of its own, which sync_module_states must replace by the
+// first's.
 Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank);
 
-// One process on the concatenated batch of all ranks; with a param_dtype,
+// One process on the concatenated batch of all members; with a param_dtype,
 // forward and backward run on a copy of the net in that dtype and the
 // gradients come back to the float64 parameters, as FSDP's mixed precision
 // defines it.
@@ -95,10 +101,10 @@ double tolerance(const ShardingCase& c);
 // where the serial run keeps float64 (relative 6e-8 per update).
 double buffer_tolerance(const ShardingCase& c);
 
-// The first difference from the serial run beyond tolerance(c) (buffers:
-// buffer_tolerance(c)), or
-// between ranks at all (every rank gathers the same shards:
-// bit-identical); nullopt when there is none.
+// The first difference of the first member from the serial run beyond
+// tolerance(c) (buffers: buffer_tolerance(c)), or between members at all
+// (every member gathers the same shards: bit-identical); nullopt when there
+// is none. `per_rank` holds every rank of the world.
 std::optional<std::string> first_problem(const ShardingCase& c, const Run& expected,
                                          const std::vector<Run>& per_rank);
 
