@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <ostream>
 
 #include "engine/dist/dist.h"
@@ -63,12 +64,23 @@ rc::Gen<std::vector<int>> subgroup(int world_size, size_t min_size) {
       [min_size](const std::vector<int>& ranks) { return ranks.size() >= min_size; });
 }
 
+std::vector<int> all_ranks(int world_size) {
+  std::vector<int> ranks(world_size);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return ranks;
+}
+
+rc::Gen<std::vector<int>> world_or_subgroup(int world_size) {
+  return rc::gen::exec([world_size] {
+    return *rc::gen::arbitrary<bool>() ? *subgroup(world_size, 1) : all_ranks(world_size);
+  });
+}
+
 rc::Gen<TensorCase> group_case() {
   return rc::gen::exec([] {
     TensorCase c;
     c.world_size = *rc::gen::inRange(1, harness::max_world_size(8) + 1);
-    for (int r = 0; r < c.world_size; ++r) c.members.push_back(r);
-    if (*rc::gen::arbitrary<bool>()) c.members = *subgroup(c.world_size, 1);
+    c.members = *world_or_subgroup(c.world_size);
     c.root = *rc::gen::inRange(0, static_cast<int>(c.members.size()));
     c.sim_seed = *rc::gen::arbitrary<uint32_t>();
     return c;

@@ -47,6 +47,12 @@ std::vector<c10::ScalarType> dtypes_for(const std::string& op);
 // ranks, any shape: without rank 0, not contiguous, the whole world.
 rc::Gen<std::vector<int>> subgroup(int world_size, size_t min_size);
 
+// Every rank of a world of `world_size`: 0, 1, ..., world_size - 1.
+std::vector<int> all_ranks(int world_size);
+
+// The whole world, or in half the cases any subgroup of it (subgroup(.., 1)).
+rc::Gen<std::vector<int>> world_or_subgroup(int world_size);
+
 // World sizes 1-8 (up to the processes in process mode), the group (the
 // whole world, or in half the cases any subgroup) and a root in it; the
 // other fields at their defaults.

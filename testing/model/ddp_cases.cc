@@ -27,22 +27,17 @@ void showValue(const TrainingCase& c, std::ostream& os) {
 rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad() {
   using engine::optim::ClipGrad;
   return rc::gen::exec([]() -> std::optional<ClipGrad> {
+    const auto kind = *rc::gen::element<std::string>("none", "norm", "value");
+    if (kind == "none") return std::nullopt;
     ClipGrad clip;
-    clip.kind = *rc::gen::element(ClipGrad::Kind::kNorm, ClipGrad::Kind::kValue);
-    clip.max_norm = *rc::gen::element(0.05, 1.0, 100.0);
-    clip.norm_type = *rc::gen::element(1.0, 2.0, 3.0, std::numeric_limits<double>::infinity());
-    clip.clip_value = *rc::gen::element(0.001, 0.01, 100.0);
-    if (*rc::gen::inRange(0, 3) == 0) return std::nullopt;
+    if (kind == "norm") {
+      clip.max_norm = *rc::gen::element(0.05, 1.0, 100.0);
+      clip.norm_type = *rc::gen::element(1.0, 2.0, 3.0, std::numeric_limits<double>::infinity());
+    } else {
+      clip.kind = ClipGrad::Kind::kValue;
+      clip.clip_value = *rc::gen::element(0.001, 0.01, 100.0);
+    }
     return clip;
-  });
-}
-
-rc::Gen<std::vector<int>> members(int world_size) {
-  return rc::gen::exec([world_size] {
-    if (*rc::gen::arbitrary<bool>()) return *cases::subgroup(world_size, 1);
-    std::vector<int> world(world_size);
-    std::iota(world.begin(), world.end(), 0);
-    return world;
   });
 }
 
@@ -74,7 +69,7 @@ rc::Gen<TrainingCase> training_case(std::optional<int> world_size) {
     c.find_unused_parameters = *rc::gen::arbitrary<bool>();
     c.broadcast_buffers = *rc::gen::arbitrary<bool>();
     c.clip_grad = *clip_grad();
-    c.members = *members(c.world_size);
+    c.members = *cases::world_or_subgroup(c.world_size);
     c.seed = *rc::gen::arbitrary<uint32_t>();
     for (int it = 0; it < c.iterations; ++it) {
       c.used_heads.emplace_back();
@@ -105,7 +100,14 @@ std::vector<std::vector<int64_t>> head_orders(int world_size, int64_t heads) {
   return orders;
 }
 
-uint64_t scramble_seed(uint64_t case_seed, int rank) { return case_seed * 7919 + rank; }
+void set_starting_state(nets::TestNet& net, const nets::TestNet& initial, int seat,
+                        uint64_t case_seed, int rank) {
+  if (seat == 0) {
+    nets::copy_state(const_cast<nets::TestNet&>(initial), net);
+  } else {
+    nets::scramble_state(net, case_seed * 7919 + rank);
+  }
+}
 
 namespace {
 
@@ -133,11 +135,7 @@ Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int ra
   if (seat < 0) return {};
   auto net = nets::make_net(c.spec);
   if (c.spec.batch_norm) engine::model::convert_sync_batchnorm(*net, group);
-  if (seat == 0) {
-    nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
-  } else {
-    nets::scramble_state(*net, scramble_seed(c.seed, rank));
-  }
+  set_starting_state(*net, initial, seat, c.seed, rank);
   engine::model::DDPOptions options;
   options.bucket_cap_mb = double(c.bucket_cap_bytes) / (1 << 20);
   options.gradient_as_bucket_view = c.gradient_as_bucket_view;

@@ -47,10 +47,6 @@ void showValue(const TrainingCase& c, std::ostream& os);
 // and above the gradients' magnitudes).
 rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad();
 std::string describe(const std::optional<engine::optim::ClipGrad>& clip);
-
-// The ranks that train (TrainingCase::members): the whole world, or in half
-// the cases any subgroup of it (cases::subgroup).
-rc::Gen<std::vector<int>> members(int world_size);
 std::string describe(const std::vector<int>& members);
 
 // Random cases; `world_size` fixes the rank count (processes), else 1-4.
@@ -78,8 +74,12 @@ Snapshots train_serial(const TrainingCase& c, nets::TestNet& initial);
 // misplaced bucket slot, an unsynced step) shows at 1e-3 or more.
 constexpr double kTolerance = 1e-9;
 
-// A rank's own starting state, for scramble_state: differs by rank and case.
-uint64_t scramble_seed(uint64_t case_seed, int rank);
+// Puts `net` in the state world rank `rank`, at `seat` among the members,
+// starts from: `initial`'s for the first member, for every other one a
+// state scrambled from a seed of its own (by rank and case), which the
+// wrapper must replace by the first's.
+void set_starting_state(nets::TestNet& net, const nets::TestNet& initial, int seat,
+                        uint64_t case_seed, int rank);
 
 // Each rank's own order of running the heads, drawn at random: the rank-
 // dependent control flow that makes gradients arrive in another order on

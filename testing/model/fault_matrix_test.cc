@@ -7,10 +7,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <numeric>
-
 #include "engine/dist/dist.h"
 #include "sim/world.h"
+#include "testing/cases.h"
 #include "testing/harness.h"
 #include "testing/model/ddp_cases.h"
 #include "testing/model/sharding_cases.h"
@@ -29,8 +28,7 @@ ddp_cases::TrainingCase short_run() {
   c.bucket_cap_bytes = 64;  // several buckets per step
   c.used_heads.assign(c.iterations, std::vector<std::vector<bool>>(kWorld, {true}));
   c.head_order.assign(c.iterations, std::vector<std::vector<int64_t>>(kWorld, {0}));
-  c.members.resize(kWorld);
-  std::iota(c.members.begin(), c.members.end(), 0);
+  c.members = cases::all_ranks(kWorld);
   c.seed = 5;
   return c;
 }

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include "engine/model/batch_norm.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
@@ -42,10 +41,9 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
     c.world_size = *rc::gen::inRange(1, max_world_size + 1);
     if (c.strategy == "HYBRID_SHARD") {
       c.hybrid_shard_size = c.world_size % 2 == 0 ? c.world_size / 2 : c.world_size;
-      c.members.resize(c.world_size);  // HYBRID_SHARD needs the default group
-      std::iota(c.members.begin(), c.members.end(), 0);
+      c.members = cases::all_ranks(c.world_size);  // HYBRID_SHARD needs the default group
     } else {
-      c.members = *ddp_cases::members(c.world_size);
+      c.members = *cases::world_or_subgroup(c.world_size);
     }
     if (c.strategy.rfind("ZERO", 0) != 0) {
       c.param_dtype = *rc::gen::element<std::string>("", "float32");
@@ -175,11 +173,7 @@ Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank) {
   const int seat = ddp_cases::seat_of(c.members, rank);
   if (seat < 0) return {};
   auto net = prepared_net(c);
-  if (seat == 0) {
-    nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
-  } else {
-    nets::scramble_state(*net, ddp_cases::scramble_seed(c.seed, rank));
-  }
+  ddp_cases::set_starting_state(*net, initial, seat, c.seed, rank);
   if (c.spec.batch_norm) engine::model::convert_sync_batchnorm(*net, group);
   auto fsdp = wrap(c, net, group);
   engine::optim::OptimWrapper optim(optimizer_for(c, *fsdp), wrapper_options(c));
