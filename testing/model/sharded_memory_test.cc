@@ -159,3 +159,38 @@ TEST(ShardedMemory, ModelStateBytesFollowTheZeroFormulas) {
 }
 
 }  // namespace
+
+namespace {
+
+// The per-step buffers (gathered parameters, the collectives' blocks, the
+// sharded gradients) come back to the wrapper's pool: once the first steps
+// have run, a step allocates none.
+TEST(ShardedMemory, AfterTheFirstStepsAStepAllocatesNoBuffers) {
+  using engine::model::ShardingStrategy;
+  harness::run_ranks(4, [](int rank) {
+    const nets::NetSpec spec = divisible_net();
+    std::vector<std::shared_ptr<engine::model::MMFullyShardedDataParallel>> wrappers = {
+        fsdp(ShardingStrategy::kFullShard, nets::make_net(spec)),
+        fsdp(ShardingStrategy::kShardGradOp, nets::make_net(spec)),
+        fsdp(ShardingStrategy::kNoShard, nets::make_net(spec)), zero(1, nets::make_net(spec)),
+        zero(2, nets::make_net(spec))};
+    for (auto& wrapper : wrappers) {
+      engine::optim::OptimWrapper optim(std::make_shared<torch::optim::Adam>(
+          wrapper->parameters(), torch::optim::AdamOptions(0.01)));
+      auto step = [&](int k) {
+        wrapper->train_step(nets::make_batch(spec, 2, rank * 10 + k, {true}), optim);
+      };
+      step(0);
+      step(1);
+      const auto warm = wrapper->buffer_pool_stats();
+      EXPECT_GT(warm.allocated, 0);
+      for (int k = 2; k < 5; ++k) step(k);
+      const auto after = wrapper->buffer_pool_stats();
+      EXPECT_EQ(after.allocated, warm.allocated);
+      EXPECT_GT(after.reused, warm.reused);
+      EXPECT_EQ(wrapper->memory().kept_for_reuse, after.kept);
+    }
+  });
+}
+
+}  // namespace

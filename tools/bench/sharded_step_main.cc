@@ -120,6 +120,7 @@ int64_t adam_state_bytes(const torch::optim::Optimizer& optimizer) {
 struct Held {
   int64_t model_state = 0;
   int64_t gathered_peak = 0;
+  int64_t kept_for_reuse = 0;
 };
 
 Held held_by(ModelWrapper& wrapper, const torch::optim::Optimizer& optimizer) {
@@ -130,6 +131,7 @@ Held held_by(ModelWrapper& wrapper, const torch::optim::Optimizer& optimizer) {
     held.model_state += memory.sharded_parameters + memory.gathered_now + memory.sharded_gradients +
                         memory.unsharded_gradients;
     held.gathered_peak = memory.gathered_peak;
+    held.kept_for_reuse = memory.kept_for_reuse;
     return held;
   }
   for (const auto& param : wrapper.parameters()) {
@@ -177,6 +179,7 @@ int main(int argc, char** argv) {
     const Held held = held_by(*wrapper, optim.optimizer());
     const double state_mb = max_over_ranks(held.model_state / 1e6);
     const double gathered_mb = max_over_ranks(held.gathered_peak / 1e6);
+    const double kept_mb = max_over_ranks(held.kept_for_reuse / 1e6);
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     const double rss_mb = max_over_ranks(usage.ru_maxrss / 1e3);  // ru_maxrss is in KiB
@@ -186,10 +189,10 @@ int main(int argc, char** argv) {
     if (dist::is_main_process()) {
       std::printf(
           "ours %-4s %-5s %-13s params %6.1fM ranks %d step %9.1f ms  model-state %8.1f MB "
-          "(%5.2f B/param)  gathered-peak %7.1f MB  peak-rss %7.0f MB%s\n",
+          "(%5.2f B/param)  gathered-peak %7.1f MB  kept %7.1f MB  peak-rss %7.0f MB%s\n",
           args.backend.c_str(), args.model.c_str(), args.strategy.c_str(), parameters / 1e6,
-          dist::get_world_size(), ms, state_mb, state_mb * 1e6 / parameters, gathered_mb, rss_mb,
-          prefetch.c_str());
+          dist::get_world_size(), ms, state_mb, state_mb * 1e6 / parameters, gathered_mb, kept_mb,
+          rss_mb, prefetch.c_str());
     }
   } catch (const std::exception& error) {
     std::cerr << "sharded_step: " << error.what() << "\n";

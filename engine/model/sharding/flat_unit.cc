@@ -58,11 +58,11 @@ void GatheredMeter::add(int64_t bytes) {
 void GatheredMeter::remove(int64_t bytes) { current -= bytes; }
 
 FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
-                   GatheredMeter* meter, Residency residency, UnitPrecision precision)
+                   UnitMemory* memory, Residency residency, UnitPrecision precision)
     : name_(std::move(name)),
       params_(std::move(params)),
       groups_(std::move(groups)),
-      meter_(meter),
+      memory_(memory),
       residency_(residency) {
   if (params_.empty()) return;
   check_one_dtype_and_device(name_, params_);
@@ -85,7 +85,7 @@ FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGrou
   if (residency_ == Residency::kWhole) {
     for (const auto& param : params_) full_.push_back(param.tensor.variable_data());
     gathered_ = true;
-    meter_->add(full_bytes());
+    memory_->meter.add(full_bytes());
     return;
   }
   flat_shard_ = at::empty({block_numel_}, master_options_);
@@ -105,7 +105,7 @@ FlatUnit::~FlatUnit() {
     finish_gather();
   } catch (const std::exception&) {
   }
-  if (gathered_) meter_->remove(full_bytes());
+  if (gathered_) memory_->meter.remove(full_bytes());
 }
 
 bool FlatUnit::casts() const {
@@ -135,7 +135,7 @@ int64_t FlatUnit::full_bytes() const {
 void FlatUnit::allocate_full(size_t param) {
   c10::StorageImpl* storage = full_[param].storage().unsafeGetStorageImpl();
   const size_t bytes = layouts_[param].full_numel() * full_[param].element_size();
-  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_data_ptr_noswap(memory_->pool.allocate(bytes, full_[param].device()));
   storage->set_nbytes(bytes);
 }
 
@@ -154,7 +154,7 @@ void FlatUnit::point_at_shards() {
 
 at::Tensor FlatUnit::gathered_blocks(const at::Tensor& flat_shard) const {
   if (!sharded()) return flat_shard.view({1, block_numel_});
-  at::Tensor blocks = at::empty({shard_size_, block_numel_}, flat_shard.options());
+  at::Tensor blocks = memory_->pool.empty({shard_size_, block_numel_}, flat_shard.options());
   dist::all_gather_into_tensor(blocks, flat_shard, groups_.shard);
   return blocks;
 }
@@ -168,19 +168,24 @@ void FlatUnit::unshard_from(const at::Tensor& blocks) {
   gathered_ = true;
 }
 
-void FlatUnit::unshard() { unshard_from(gathered_blocks(flat_shard_.to(compute_dtype_))); }
+void FlatUnit::unshard() { unshard_from(gathered_blocks(in_pool(flat_shard_, compute_dtype_))); }
+
+at::Tensor FlatUnit::in_pool(const at::Tensor& t, at::ScalarType dtype) const {
+  if (t.scalar_type() == dtype) return t;
+  return memory_->pool.empty(t.sizes(), t.options().dtype(dtype)).copy_(t);
+}
 
 void FlatUnit::start_gather() {
   if (gather_started() || (!sharded() && !casts())) return;
   for (size_t i = 0; i < params_.size(); ++i) allocate_full(i);
-  meter_->add(full_bytes());
+  memory_->meter.add(full_bytes());
   if (!sharded()) {
     unshard();
     return;
   }
   // The cast copy is the all-gather's input: it lives until the gather ends.
-  gather_input_ = flat_shard_.to(compute_dtype_);
-  gather_blocks_ = at::empty({shard_size_, block_numel_}, gather_input_.options());
+  gather_input_ = in_pool(flat_shard_, compute_dtype_);
+  gather_blocks_ = memory_->pool.empty({shard_size_, block_numel_}, gather_input_.options());
   gather_work_ = dist::all_gather_into_tensor_async(gather_blocks_, gather_input_, groups_.shard);
 }
 
@@ -203,7 +208,7 @@ void FlatUnit::reshard() {
   if (!gathered_ || residency_ == Residency::kWhole) return;
   point_at_shards();
   for (size_t i = 0; i < params_.size(); ++i) free_full(i);
-  meter_->remove(full_bytes());
+  memory_->meter.remove(full_bytes());
 }
 
 std::vector<at::Tensor> FlatUnit::full_values() const {
@@ -222,7 +227,7 @@ std::vector<at::Tensor> FlatUnit::full_values() const {
 
 void FlatUnit::enter_step() {
   if (residency_ != Residency::kWhole || !sharded() || !gathered_) return;
-  flat_shard_ = at::empty({block_numel_}, full_.front().options());
+  flat_shard_ = memory_->pool.empty({block_numel_}, full_.front().options());
   for (size_t i = 0; i < params_.size(); ++i) {
     copy_shard(full_[i], layouts_[i], shard_rank_, shard_view_of(i));
   }
@@ -274,7 +279,9 @@ void FlatUnit::expose_unsharded_grads() {
 
 void FlatUnit::launch_reduction() {
   if (params_.empty()) return;
-  at::Tensor blocks = at::zeros({shard_size_, block_numel_}, master_options_.dtype(reduce_dtype_));
+  at::Tensor blocks =
+      memory_->pool.empty({shard_size_, block_numel_}, master_options_.dtype(reduce_dtype_))
+          .zero_();
   had_grads_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& grad = params_[i].tensor.grad();
@@ -284,7 +291,7 @@ void FlatUnit::launch_reduction() {
     unsharded_grads_[i] = at::Tensor();
   }
   blocks.div_(groups_.world_size);
-  reduced_ = at::empty({block_numel_}, blocks.options());
+  reduced_ = memory_->pool.empty({block_numel_}, blocks.options());
   if (sharded()) {
     reduction_ = dist::reduce_scatter_tensor_async(reduced_, blocks, "sum", groups_.shard);
   } else {
@@ -304,7 +311,7 @@ void FlatUnit::finish_reduction(const std::vector<bool>& used) {
     if (shard_grads_[i].defined()) {
       shard_grads_[i].add_(piece);
     } else {
-      shard_grads_[i] = piece.to(master_options_.dtype(), /*non_blocking=*/false, /*copy=*/true);
+      shard_grads_[i] = memory_->pool.empty(piece.sizes(), master_options_).copy_(piece);
     }
   }
   reduced_ = at::Tensor();

@@ -10,6 +10,7 @@
 
 #include "engine/dist/group.h"
 #include "engine/dist/work.h"
+#include "engine/model/sharding/buffer_pool.h"
 #include "engine/model/sharding/shard_layout.h"
 
 namespace engine::model::sharding {
@@ -35,6 +36,13 @@ struct GatheredMeter {
   int64_t peak = 0;
   void add(int64_t bytes);
   void remove(int64_t bytes);
+};
+
+// What a wrapper's units share: the meter of their gathered parameters and
+// the pool their per-step buffers come from.
+struct UnitMemory {
+  GatheredMeter meter;
+  BufferPool pool;
 };
 
 // Where a unit's parameters live between optimizer steps.
@@ -83,7 +91,7 @@ class FlatUnit {
   // kWhole needs contiguous parameters and no mixed precision
   // (InvalidArgument otherwise).
   FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
-           GatheredMeter* meter, Residency residency = Residency::kSharded,
+           UnitMemory* memory, Residency residency = Residency::kSharded,
            UnitPrecision precision = {});
   ~FlatUnit();
   FlatUnit(const FlatUnit&) = delete;
@@ -160,6 +168,8 @@ class FlatUnit {
   void allocate_full(size_t param);
   void free_full(size_t param);
   at::Tensor shard_view_of(size_t param) const;  // flat, in flat_shard_
+  // `t` itself when it has `dtype`, else a copy in `dtype` from the pool.
+  at::Tensor in_pool(const at::Tensor& t, at::ScalarType dtype) const;
   void point_at_shards();
   at::Tensor gathered_blocks(const at::Tensor& flat_shard) const;  // [shards, block_numel]
   void unshard_from(const at::Tensor& blocks);
@@ -170,7 +180,7 @@ class FlatUnit {
   std::string name_;
   std::vector<UnitParameter> params_;
   UnitGroups groups_;
-  GatheredMeter* meter_;
+  UnitMemory* memory_;
   Residency residency_;
   at::TensorOptions master_options_;  // the parameters' own dtype and device
   at::ScalarType compute_dtype_ = at::kFloat;

@@ -263,7 +263,7 @@ void MMFullyShardedDataParallel::build_units(
   for (auto& plan : plans) {
     before_sharding(plan.params);
     units_.push_back(std::make_unique<sharding::FlatUnit>(
-        plan.name, std::move(plan.params), sharded, &meter_, scheme_.residency, precision));
+        plan.name, std::move(plan.params), sharded, &unit_memory_, scheme_.residency, precision));
     unit_modules_.push_back(plan.module);
   }
   std::unordered_map<const c10::TensorImpl*, std::string> names;
@@ -279,7 +279,7 @@ void MMFullyShardedDataParallel::build_units(
   if (!ignored.empty()) {
     before_sharding(ignored);
     units_.push_back(std::make_unique<sharding::FlatUnit>("(ignored modules)", std::move(ignored),
-                                                          replicated, &meter_));
+                                                          replicated, &unit_memory_));
     unit_modules_.push_back(nullptr);
   }
   entered_.assign(units_.size(), false);
@@ -644,8 +644,9 @@ FSDPMemory MMFullyShardedDataParallel::memory() const {
       if (grad.defined()) memory.sharded_gradients += grad.numel() * grad.element_size();
     }
   }
-  memory.gathered_now = meter_.current;
-  memory.gathered_peak = meter_.peak;
+  memory.gathered_now = unit_memory_.meter.current;
+  memory.gathered_peak = unit_memory_.meter.peak;
+  memory.kept_for_reuse = unit_memory_.pool.stats().kept;
   return memory;
 }
 

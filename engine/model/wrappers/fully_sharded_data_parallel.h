@@ -127,6 +127,9 @@ struct FSDPMemory {
   int64_t unsharded_gradients = 0;  // kept whole between backwards (no_sync)
   int64_t gathered_now = 0;         // full parameters gathered at this moment
   int64_t gathered_peak = 0;        // the most gathered at once since the last reset
+  // Freed per-step buffers kept for reuse (sharding::BufferPool: never more
+  // than the most its buffers were in use at once).
+  int64_t kept_for_reuse = 0;
 };
 
 // mmengine's MMFullyShardedDataParallel, with FSDP2's per-parameter layout.
@@ -208,7 +211,10 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   const std::vector<std::unique_ptr<sharding::FlatUnit>>& units() const { return units_; }
   const FSDPOptions& options() const { return options_; }
   FSDPMemory memory() const;
-  void reset_peak_memory() { meter_.peak = meter_.current; }
+  // The pool the units' per-step buffers come from (FSDPMemory's
+  // kept_for_reuse is its `kept`).
+  sharding::BufferPool::Stats buffer_pool_stats() const { return unit_memory_.pool.stats(); }
+  void reset_peak_memory() { unit_memory_.meter.peak = unit_memory_.meter.current; }
 
  protected:
   // How a subclass lays out its units instead of by the wrap policy: the
@@ -256,7 +262,7 @@ class MMFullyShardedDataParallel : public ModelWrapper,
 
   FSDPOptions options_;
   UnitScheme scheme_;
-  sharding::GatheredMeter meter_;
+  sharding::UnitMemory unit_memory_;
   std::vector<std::unique_ptr<sharding::FlatUnit>> units_;
   std::vector<const torch::nn::Module*> unit_modules_;  // units_[i]'s module
   std::vector<bool> entered_;                           // called through call_unit at least once
