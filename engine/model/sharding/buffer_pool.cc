@@ -3,8 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <utility>

@@ -127,8 +127,8 @@ struct FSDPMemory {
   int64_t unsharded_gradients = 0;  // kept whole between backwards (no_sync)
   int64_t gathered_now = 0;         // full parameters gathered at this moment
   int64_t gathered_peak = 0;        // the most gathered at once since the last reset
-  // Freed per-step buffers kept for reuse (sharding::BufferPool: never more
-  // than the most its buffers were in use at once).
+  // Freed per-step buffers kept for reuse (sharding::BufferPool: of each
+  // size, never more than were once in use together).
   int64_t kept_for_reuse = 0;
 };
 
