@@ -1,22 +1,16 @@
 #include "engine/dist/node_shared.h"
 
 #include <ATen/ATen.h>
-#include <ATen/MapAllocator.h>
-#include <fcntl.h>
 #include <linux/futex.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -24,6 +18,7 @@
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
 #include "engine/dist/reduce_kernel.h"
+#include "engine/dist/shared_segment.h"
 
 namespace engine::dist {
 namespace {
@@ -228,52 +223,6 @@ class SharedAllReduce : public Work {
   ReduceOp op_;
 };
 
-bool wanted() {
-  const char* value = std::getenv("DIST_ENGINE_NODE_SHARED");
-  return value == nullptr || std::string(value) != "0";
-}
-
-std::string fresh_name() {
-  std::random_device device;
-  return "/dist-engine-" + std::to_string(getpid()) + "-" + std::to_string(device()) + "-" +
-         std::to_string(device());
-}
-
-// A segment mapped through ATen's MapAllocator from a descriptor opened here
-// (MapAllocator would unlink the name when the creator unmaps it; OwnSegment
-// does it as soon as every rank has mapped it). `create` also reserves the
-// pages, so that a tmpfs without room fails now rather than with SIGBUS at
-// the first store. Null when it fails.
-at::DataPtr map_segment(const std::string& name, bool create, int64_t bytes) {
-  const int fd = shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
-  if (fd < 0) return at::DataPtr();
-  if (create && posix_fallocate(fd, 0, bytes) != 0) {
-    close(fd);
-    return at::DataPtr();
-  }
-  size_t actual = 0;
-  try {
-    return at::MapAllocator::makeDataPtr(
-        at::WITH_FD, name.c_str(), fd, at::ALLOCATOR_MAPPED_SHAREDMEM | at::ALLOCATOR_MAPPED_FROMFD,
-        bytes, &actual);
-  } catch (const c10::Error&) {
-    return at::DataPtr();
-  }
-}
-
-// This rank's new segment, and its name for as long as the allocation runs:
-// unlinked when it ends, however it ends, so that nothing stays in /dev/shm.
-struct OwnSegment {
-  std::string name;
-  at::DataPtr mapping;  // null when it could not be made
-
-  explicit OwnSegment(int64_t bytes)
-      : name(fresh_name()), mapping(map_segment(name, /*create=*/true, bytes)) {}
-  ~OwnSegment() { shm_unlink(name.c_str()); }
-  OwnSegment(const OwnSegment&) = delete;
-  OwnSegment& operator=(const OwnSegment&) = delete;
-};
-
 // Every rank's segment name, in group-rank order ("" where none was made).
 std::vector<std::string> exchange_names(const std::string& mine, int ranks, const GroupPtr& group) {
   at::Tensor name = at::zeros({static_cast<int64_t>(kNameBytes)}, at::kByte);
@@ -285,22 +234,6 @@ std::vector<std::string> exchange_names(const std::string& mine, int ranks, cons
     names.emplace_back(reinterpret_cast<const char*>(all.data_ptr<uint8_t>()) + r * kNameBytes);
   }
   return names;
-}
-
-// Maps every segment; an empty vector when some could not be made or opened
-// on this rank.
-std::vector<at::DataPtr> map_all(const std::vector<std::string>& names, int rank, at::DataPtr own,
-                                 int64_t bytes) {
-  std::vector<at::DataPtr> segments;
-  for (size_t r = 0; r < names.size(); ++r) {
-    if (static_cast<int>(r) == rank) {
-      segments.push_back(std::move(own));
-    } else if (!names[r].empty()) {
-      segments.push_back(map_segment(names[r], /*create=*/false, bytes));
-    }
-    if (segments.size() != r + 1 || !segments.back()) return {};
-  }
-  return segments;
 }
 
 bool agreed_by_all(bool mine, const GroupPtr& group) {
@@ -321,11 +254,11 @@ at::Tensor zeros_node_shared(int64_t numel, c10::ScalarType dtype, const GroupPt
   }
   const Layout layout(g->size(), numel, c10::elementSize(dtype));
   std::optional<OwnSegment> own;
-  if (wanted()) own.emplace(layout.segment_bytes());
+  if (node_shared_wanted()) own.emplace(layout.segment_bytes());
   const bool made = own && own->mapping;
   std::vector<at::DataPtr> segments =
-      map_all(exchange_names(made ? own->name : "", g->size(), g), g->rank(),
-              made ? std::move(own->mapping) : at::DataPtr(), layout.segment_bytes());
+      map_all_segments(exchange_names(made ? own->name : "", g->size(), g), g->rank(),
+                       made ? std::move(own->mapping) : at::DataPtr(), layout.segment_bytes());
   // Once every rank agrees, every rank has mapped what it could: `own`
   // unlinks the name on the way out.
   if (!agreed_by_all(!segments.empty(), g)) return ordinary();
