@@ -11,6 +11,7 @@
 #include "engine/dist/backend_registry.h"
 #include "engine/dist/backends/mpi/mpi_types.h"
 #include "engine/dist/backends/mpi/mpi_work.h"
+#include "engine/dist/backends/mpi/shared_window.h"
 #include "engine/dist/errors.h"
 #include "engine/dist/reduce_kernel.h"
 
@@ -146,6 +147,13 @@ const BackendRegistration registration("mpi", create);
 constexpr int kMaxRanksForExchange = 8;
 constexpr size_t kMaxBlockBytesForExchange = size_t{1} << 20;
 
+// reduce_scatter and all_gather through the staging window (see
+// shared_window.h): on up to this many ranks (the window holds 2 chunks per
+// rank per rank), from this size of block (below it, the exchange's one
+// round of messages wins).
+constexpr int kMaxRanksForStaging = 16;
+constexpr size_t kMinBlockBytesForStaging = size_t{256} << 10;
+
 // Tags of the backend's own messages on exchange_comm_: a broadcast on one
 // rank never matches an all_gather on another (a mismatch times out).
 constexpr int kAllGatherTag = 0;
@@ -196,6 +204,17 @@ MpiBackend::~MpiBackend() {
   if (finalized) return;
   MPI_Comm_free(&exchange_comm_);
   MPI_Comm_free(&comm_);
+}
+
+bool MpiBackend::stages(size_t block_bytes) {
+  if (size_ < 2 || size_ > kMaxRanksForStaging || block_bytes < kMinBlockBytesForStaging) {
+    return false;
+  }
+  if (!window_tried_) {
+    window_tried_ = true;
+    window_ = SharedWindow::create(comm_, world_rank_);
+  }
+  return window_ != nullptr;
 }
 
 int MpiBackend::count_of(const at::Tensor& t) const {
@@ -262,6 +281,7 @@ WorkPtr MpiBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tenso
 }
 
 WorkPtr MpiBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) {
+  if (stages(input.nbytes())) return window_->all_gather(output, input, wait_policy_);
   if (size_ <= kMaxRanksForExchange && input.nbytes() < kMaxBlockBytesForExchange) {
     return exchanged_all_gather(output, input);
   }
@@ -359,6 +379,9 @@ WorkPtr MpiBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& 
   // Both paths write the output while the input is still being read.
   const at::Tensor buffer =
       at::get_overlap_status(output, input) == at::MemOverlapStatus::No ? input : input.clone();
+  if (can_reduce(output.scalar_type(), op) && stages(output.nbytes())) {
+    return window_->reduce_scatter(output, buffer, op, wait_policy_);
+  }
   if (size_ <= kMaxRanksForExchange && can_reduce(output.scalar_type(), op)) {
     return exchanged_reduce_scatter(output, buffer, op);
   }

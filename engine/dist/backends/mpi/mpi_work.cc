@@ -16,6 +16,15 @@ MpiWork::MpiWork(Requests requests, Tensors keep_alive, std::function<void()> on
       rank_(rank),
       policy_(policy) {}
 
+std::shared_ptr<MpiWork> MpiWork::in_rounds(Requests first_round, Tensors keep_alive,
+                                            NextRound next_round, const char* what, int rank,
+                                            WaitPolicy policy) {
+  auto work = std::make_shared<MpiWork>(std::move(first_round), std::move(keep_alive), nullptr,
+                                        what, rank, policy);
+  work->next_round_ = std::move(next_round);
+  return work;
+}
+
 bool MpiWork::test() {
   int done = 0;
   try {
@@ -27,6 +36,16 @@ bool MpiWork::test() {
     return true;
   }
   return done != 0;
+}
+
+bool MpiWork::started_next_round() {
+  if (error_ || !next_round_) return false;
+  try {
+    return next_round_(requests_);
+  } catch (...) {
+    error_ = std::current_exception();
+    return false;
+  }
 }
 
 void MpiWork::finish() {
@@ -41,7 +60,9 @@ void MpiWork::finish() {
 }
 
 bool MpiWork::is_completed() {
-  if (!finished_ && test()) finish();
+  while (!finished_ && test()) {
+    if (!started_next_round()) finish();
+  }
   return finished_;
 }
 

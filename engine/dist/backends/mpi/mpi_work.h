@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "engine/dist/work.h"
@@ -21,8 +22,10 @@ struct WaitPolicy {
   bool yield_between_tests = true;
 };
 
-// One nonblocking MPI operation: its requests, the tensors that must live
-// until it completed, and what to do once it did (copy a packed buffer out).
+// One nonblocking MPI operation: its requests (in one round, or in several
+// that each start when the one before has completed), the tensors that must
+// live until it completed, and what to do once it did (copy a packed buffer
+// out).
 //
 // Open MPI makes progress only inside MPI calls, so is_completed() and wait()
 // test the requests. wait(timeout) gives up with Timeout after `timeout`
@@ -38,18 +41,29 @@ class MpiWork : public Work {
   MpiWork(Requests requests, Tensors keep_alive, std::function<void()> on_success, const char* what,
           int rank, WaitPolicy policy);
 
+  // An operation in rounds: each time every request of the current round
+  // has completed, `next_round` runs; it replaces `requests` with the next
+  // round's and returns true, or returns false when the operation is done.
+  // It runs inside is_completed() and wait(), like the requests' progress.
+  using NextRound = std::function<bool(Requests& requests)>;
+  static std::shared_ptr<MpiWork> in_rounds(Requests first_round, Tensors keep_alive,
+                                            NextRound next_round, const char* what, int rank,
+                                            WaitPolicy policy);
+
   bool is_completed() override;
   void wait(std::chrono::milliseconds timeout) override;
   std::exception_ptr exception() override { return error_; }
 
  private:
   bool test();
+  bool started_next_round();
   void finish();
   void rethrow_error() const;
 
   Requests requests_;
   Tensors keep_alive_;
   std::function<void()> on_success_;
+  NextRound next_round_;
   const char* what_;
   int rank_;
   WaitPolicy policy_;
