@@ -130,7 +130,9 @@ class StagedCall {
     };
     if (kind_ == Kind::kAllGather) {
       for (int r = 0; r < size(); ++r) {
-        std::memcpy(output_ + r * block_bytes_ + offset, staged_by(r), bytes);
+        char* destination = output_ + r * block_bytes_ + offset;
+        // An input that is this rank's block of the output is in place.
+        if (destination != staged_by(r)) std::memcpy(destination, staged_by(r), bytes);
       }
       return;
     }
