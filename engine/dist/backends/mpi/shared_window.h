@@ -40,7 +40,7 @@ class StagedCall;
 // Staged operations run one at a time in the order they were issued: issuing
 // one first completes the one before it (the same on every rank, as every
 // rank issues collectives in the same order). Not thread-safe, like the
-// backend.
+// backend; a staged Work must not be waited for once its backend is gone.
 class SharedWindow {
  public:
   static constexpr int64_t kChunkBytes = int64_t{256} << 10;
