@@ -10,7 +10,6 @@
 #include <climits>
 #include <cstring>
 #include <ctime>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +28,6 @@ constexpr int64_t kLine = 64;  // one counter per cache line
 constexpr int64_t kSliceBytes = int64_t{1} << 20;
 // Reduced, then copied to the peers, while still in cache.
 constexpr int64_t kChunkBytes = int64_t{64} << 10;
-constexpr size_t kNameBytes = 64;
 
 // Where things are in each rank's segment: the counters (only group rank
 // 0's are used), then the data. Every rank computes the same layout.
@@ -223,23 +221,23 @@ class SharedAllReduce : public Work {
   ReduceOp op_;
 };
 
-// Every rank's segment name, in group-rank order ("" where none was made).
-std::vector<std::string> exchange_names(const std::string& mine, int ranks, const GroupPtr& group) {
-  at::Tensor name = at::zeros({static_cast<int64_t>(kNameBytes)}, at::kByte);
-  std::memcpy(name.data_ptr(), mine.data(), std::min(mine.size(), kNameBytes - 1));
-  at::Tensor all = at::empty({ranks * static_cast<int64_t>(kNameBytes)}, at::kByte);
-  all_gather_into_tensor(all, name, group);
-  std::vector<std::string> names;
-  for (int r = 0; r < ranks; ++r) {
-    names.emplace_back(reinterpret_cast<const char*>(all.data_ptr<uint8_t>()) + r * kNameBytes);
-  }
-  return names;
-}
-
-bool agreed_by_all(bool mine, const GroupPtr& group) {
-  at::Tensor flag = at::full({1}, mine ? 1 : 0, at::kInt);
-  all_reduce(flag, "min", group);
-  return flag.item<int>() == 1;
+// The group's collectives, for making segments.
+SegmentCollectives collectives_of(const GroupPtr& group) {
+  auto all_gather_names = [group](const std::vector<char>& mine) {
+    const auto bytes = static_cast<int64_t>(mine.size());
+    at::Tensor name = at::empty({bytes}, at::kByte);
+    std::memcpy(name.data_ptr(), mine.data(), mine.size());
+    at::Tensor all = at::empty({group->size() * bytes}, at::kByte);
+    all_gather_into_tensor(all, name, group);
+    const auto* first = reinterpret_cast<const char*>(all.data_ptr<uint8_t>());
+    return std::vector<char>(first, first + all.numel());
+  };
+  auto all_true = [group](bool mine) {
+    at::Tensor flag = at::full({1}, mine ? 1 : 0, at::kInt);
+    all_reduce(flag, "min", group);
+    return flag.item<int>() == 1;
+  };
+  return {all_gather_names, all_true};
 }
 
 }  // namespace
@@ -253,15 +251,9 @@ at::Tensor zeros_node_shared(int64_t numel, c10::ScalarType dtype, const GroupPt
     return ordinary();
   }
   const Layout layout(g->size(), numel, c10::elementSize(dtype));
-  std::optional<OwnSegment> own;
-  if (node_shared_wanted()) own.emplace(layout.segment_bytes());
-  const bool made = own && own->mapping;
   std::vector<at::DataPtr> segments =
-      map_all_segments(exchange_names(made ? own->name : "", g->size(), g), g->rank(),
-                       made ? std::move(own->mapping) : at::DataPtr(), layout.segment_bytes());
-  // Once every rank agrees, every rank has mapped what it could: `own`
-  // unlinks the name on the way out.
-  if (!agreed_by_all(!segments.empty(), g)) return ordinary();
+      map_segments_of_every_rank(layout.segment_bytes(), g->rank(), g->size(), collectives_of(g));
+  if (segments.empty()) return ordinary();
 
   auto* buffer = new SharedBuffer(layout, g->rank(), g->global_ranks(), dtype, g->backend(),
                                   std::move(segments));

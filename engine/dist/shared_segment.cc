@@ -5,8 +5,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <random>
+#include <string>
 
 namespace engine::dist {
 namespace {
@@ -37,20 +41,28 @@ at::DataPtr map_segment(const std::string& name, bool create, int64_t bytes) {
   }
 }
 
-}  // namespace
-
 bool node_shared_wanted() {
   const char* value = std::getenv("DIST_ENGINE_NODE_SHARED");
   return value == nullptr || std::string(value) != "0";
 }
 
-OwnSegment::OwnSegment(int64_t bytes)
-    : name(fresh_name()), mapping(map_segment(name, /*create=*/true, bytes)) {}
+// This rank's new segment, and its name while this object lives: unlinked
+// when it goes.
+struct OwnSegment {
+  std::string name;
+  at::DataPtr mapping;  // null when it could not be made
 
-OwnSegment::~OwnSegment() { shm_unlink(name.c_str()); }
+  explicit OwnSegment(int64_t bytes)
+      : name(fresh_name()), mapping(map_segment(name, /*create=*/true, bytes)) {}
+  ~OwnSegment() { shm_unlink(name.c_str()); }
+  OwnSegment(const OwnSegment&) = delete;
+  OwnSegment& operator=(const OwnSegment&) = delete;
+};
 
-std::vector<at::DataPtr> map_all_segments(const std::vector<std::string>& names, int rank,
-                                          at::DataPtr own, int64_t bytes) {
+// Every rank's segment mapped here, by rank ("" where a rank made none;
+// this rank's own given as `own`). Empty when one could not be opened.
+std::vector<at::DataPtr> map_all(const std::vector<std::string>& names, int rank, at::DataPtr own,
+                                 int64_t bytes) {
   std::vector<at::DataPtr> segments;
   for (size_t r = 0; r < names.size(); ++r) {
     if (static_cast<int>(r) == rank) {
@@ -60,6 +72,28 @@ std::vector<at::DataPtr> map_all_segments(const std::vector<std::string>& names,
     }
     if (segments.size() != r + 1 || !segments.back()) return {};
   }
+  return segments;
+}
+
+}  // namespace
+
+std::vector<at::DataPtr> map_segments_of_every_rank(int64_t bytes, int rank, int ranks,
+                                                    const SegmentCollectives& collectives) {
+  std::optional<OwnSegment> own;
+  if (node_shared_wanted()) own.emplace(bytes);
+  const bool made = own && own->mapping;
+  std::vector<char> mine(kSegmentNameBytes, 0);
+  if (made) {
+    std::memcpy(mine.data(), own->name.data(), std::min(own->name.size(), kSegmentNameBytes - 1));
+  }
+  const std::vector<char> all = collectives.all_gather_names(mine);
+  std::vector<std::string> names;
+  for (int r = 0; r < ranks; ++r) names.emplace_back(all.data() + r * kSegmentNameBytes);
+  std::vector<at::DataPtr> segments =
+      map_all(names, rank, made ? std::move(own->mapping) : at::DataPtr(), bytes);
+  // Once every rank agrees, every rank has mapped what it could: `own`
+  // unlinks the name on the way out.
+  if (!collectives.all_true(!segments.empty())) return {};
   return segments;
 }
 

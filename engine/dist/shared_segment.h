@@ -2,8 +2,9 @@
 
 #include <c10/core/Allocator.h>
 
+#include <cstddef>
 #include <cstdint>
-#include <string>
+#include <functional>
 #include <vector>
 
 namespace engine::dist {
@@ -13,27 +14,25 @@ namespace engine::dist {
 // the mpi backend's staging window. A mapping stays valid until its DataPtr
 // goes, whatever became of the name.
 
-// Whether node-shared memory may be used: DIST_ENGINE_NODE_SHARED is not "0".
-bool node_shared_wanted();
-
-// This rank's new segment of `bytes`, and its name while this object lives:
-// unlinked when it goes, however the allocation ends, so that nothing stays
-// in /dev/shm. The pages are reserved up front, so that a tmpfs without room
-// fails here rather than with SIGBUS at the first store.
-struct OwnSegment {
-  std::string name;
-  at::DataPtr mapping;  // null when it could not be made
-
-  explicit OwnSegment(int64_t bytes);
-  ~OwnSegment();
-  OwnSegment(const OwnSegment&) = delete;
-  OwnSegment& operator=(const OwnSegment&) = delete;
+// What a group's ranks make their segments with, whatever carries them.
+struct SegmentCollectives {
+  // Every rank's `mine` (kSegmentNameBytes bytes), end to end in rank order.
+  std::function<std::vector<char>(const std::vector<char>& mine)> all_gather_names;
+  // Whether `mine` is true on every rank.
+  std::function<bool(bool mine)> all_true;
 };
 
-// Every rank's segment mapped here, by rank: `names` by rank ("" where a
-// rank made none), this rank's own given as `own`. Empty when one could not
-// be made or opened on this rank.
-std::vector<at::DataPtr> map_all_segments(const std::vector<std::string>& names, int rank,
-                                          at::DataPtr own, int64_t bytes);
+constexpr size_t kSegmentNameBytes = 64;
+
+// Collective over the `ranks` ranks that `collectives` reach (this one is
+// `rank`): each rank makes a segment of `bytes` and maps every other rank's.
+// Returns them by rank, as mapped here, when every rank could map every
+// segment (they share a machine, /dev/shm has room, DIST_ENGINE_NODE_SHARED
+// is not "0" on any rank); empty on every rank otherwise. The pages are
+// reserved up front, so that a tmpfs without room fails here rather than
+// with SIGBUS at the first store, and no name stays in /dev/shm once this
+// returns, however it returns.
+std::vector<at::DataPtr> map_segments_of_every_rank(int64_t bytes, int rank, int ranks,
+                                                    const SegmentCollectives& collectives);
 
 }  // namespace engine::dist

@@ -379,10 +379,11 @@ WorkPtr MpiBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& 
   // Both paths write the output while the input is still being read.
   const at::Tensor buffer =
       at::get_overlap_status(output, input) == at::MemOverlapStatus::No ? input : input.clone();
-  if (can_reduce(output.scalar_type(), op) && stages(output.nbytes())) {
+  const bool reducible = can_reduce(output.scalar_type(), op);
+  if (reducible && stages(output.nbytes())) {
     return window_->reduce_scatter(output, buffer, op, wait_policy_);
   }
-  if (size_ <= kMaxRanksForExchange && can_reduce(output.scalar_type(), op)) {
+  if (reducible && size_ <= kMaxRanksForExchange) {
     return exchanged_reduce_scatter(output, buffer, op);
   }
   const auto type = datatype_of(output.scalar_type(), world_rank_);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <optional>
 #include <string>
 
 #include "engine/dist/backends/mpi/mpi_types.h"
@@ -15,27 +14,24 @@
 namespace engine::dist::mpi {
 namespace {
 
-constexpr int kNameBytes = 64;
 constexpr int kNoticeTag = 0;
 
-// Every rank's segment name, by rank ("" where none was made).
-std::vector<std::string> all_names(const std::string& mine, MPI_Comm comm, int size,
-                                   int world_rank) {
-  std::vector<char> name(kNameBytes, 0);
-  std::vector<char> all(static_cast<size_t>(size) * kNameBytes);
-  std::memcpy(name.data(), mine.data(), std::min<size_t>(mine.size(), kNameBytes - 1));
-  check(MPI_Allgather(name.data(), kNameBytes, MPI_CHAR, all.data(), kNameBytes, MPI_CHAR, comm),
-        "staging window (MPI_Allgather)", world_rank);
-  std::vector<std::string> names;
-  for (int r = 0; r < size; ++r) names.emplace_back(all.data() + r * kNameBytes);
-  return names;
-}
-
-bool agreed_by_all(bool mine, MPI_Comm comm, int world_rank) {
-  int all = mine ? 1 : 0;
-  check(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, comm),
-        "staging window (MPI_Allreduce)", world_rank);
-  return all == 1;
+// The communicator's collectives, for making segments.
+SegmentCollectives collectives_of(MPI_Comm comm, int size, int world_rank) {
+  auto all_gather_names = [comm, size, world_rank](const std::vector<char>& mine) {
+    std::vector<char> all(mine.size() * static_cast<size_t>(size));
+    const auto bytes = static_cast<int>(mine.size());
+    check(MPI_Allgather(mine.data(), bytes, MPI_CHAR, all.data(), bytes, MPI_CHAR, comm),
+          "staging window (MPI_Allgather)", world_rank);
+    return all;
+  };
+  auto all_true = [comm, world_rank](bool mine) {
+    int all = mine ? 1 : 0;
+    check(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, comm),
+          "staging window (MPI_Allreduce)", world_rank);
+    return all == 1;
+  };
+  return {all_gather_names, all_true};
 }
 
 }  // namespace
@@ -162,16 +158,9 @@ std::unique_ptr<SharedWindow> SharedWindow::create(MPI_Comm comm, int world_rank
   int size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  const int64_t bytes = 2 * size * kChunkBytes;
-  std::optional<OwnSegment> own;
-  if (node_shared_wanted()) own.emplace(bytes);
-  const bool made = own && own->mapping;
-  std::vector<at::DataPtr> segments =
-      map_all_segments(all_names(made ? own->name : "", comm, size, world_rank), rank,
-                       made ? std::move(own->mapping) : at::DataPtr(), bytes);
-  // Once every rank agrees, every rank has mapped what it could: `own`
-  // unlinks the name on the way out.
-  if (!agreed_by_all(!segments.empty(), comm, world_rank)) return nullptr;
+  std::vector<at::DataPtr> segments = map_segments_of_every_rank(
+      2 * size * kChunkBytes, rank, size, collectives_of(comm, size, world_rank));
+  if (segments.empty()) return nullptr;
   MPI_Comm notices;
   check(MPI_Comm_dup(comm, &notices), "staging window (MPI_Comm_dup)", world_rank);
   return std::unique_ptr<SharedWindow>(
