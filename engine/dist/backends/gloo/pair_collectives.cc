@@ -23,6 +23,12 @@ bool is_plain(const at::Tensor& tensor) {
   return tensor.device().is_cpu() && tensor.layout() == at::kStrided && tensor.is_contiguous();
 }
 
+// A tensor over `bytes`, for a gather ring.
+at::Tensor bytes_of(const std::vector<char>& bytes) {
+  return at::from_blob(const_cast<char*>(bytes.data()), {static_cast<int64_t>(bytes.size())},
+                       at::kByte);
+}
+
 }  // namespace
 
 // Gloo's ring all_gather of `bytes` per rank, bound to buffers of its own
@@ -150,15 +156,25 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::reduce_scatter(
     });
   }
   return enqueue([this, output, blocks, op] {
-    // The ring reads every block to the end: one under the output needs a copy.
+    // Both ways read every block to the end: one under the output needs a copy.
     std::vector<at::Tensor> sources;
     for (const at::Tensor& block : blocks) {
       const bool apart = at::get_overlap_status(output, block) == at::MemOverlapStatus::No;
       sources.push_back(apart ? block : block.clone());
     }
-    std::vector<const void*> pointers;
-    for (const at::Tensor& source : sources) pointers.push_back(source.data_ptr());
-    chunked_->reduce_scatter(pointers, output.data_ptr(), output.numel(), output.scalar_type(), op);
+    std::vector<const char*> pointers;
+    for (const at::Tensor& source : sources) {
+      pointers.push_back(static_cast<const char*>(source.data_ptr()));
+    }
+    auto* result = static_cast<char*>(output.data_ptr());
+    if (StagedPairs* staged = staging_for(output.nbytes())) {
+      staged->run(StagedTransfer::reduce_scatter(staged->area(), std::move(pointers), result,
+                                                 static_cast<int64_t>(output.nbytes()),
+                                                 output.scalar_type(), op));
+      return;
+    }
+    chunked_->reduce_scatter(std::vector<const void*>(pointers.begin(), pointers.end()), result,
+                             output.numel(), output.scalar_type(), op);
   });
 }
 
@@ -192,6 +208,12 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::all_gather(const at::Tensor& out
   }
   return enqueue([this, output, input] {
     const size_t bytes = input.nbytes();
+    if (StagedPairs* staged = staging_for(bytes)) {
+      staged->run(StagedTransfer::all_gather(
+          staged->area(), static_cast<const char*>(input.data_ptr()),
+          static_cast<char*>(output.data_ptr()), static_cast<int64_t>(bytes)));
+      return;
+    }
     auto* gathered = static_cast<uint8_t*>(output.data_ptr());
     uint8_t* mine = gathered + context_->rank * bytes;
     if (mine != input.data_ptr()) std::memcpy(mine, input.data_ptr(), bytes);
@@ -231,6 +253,25 @@ void PairCollectives::serve() {
     read_mode_->refresh();
     task->run();
   }
+}
+
+StagedPairs* PairCollectives::staging_for(size_t block_bytes) {
+  const int ranks = context_->size;
+  if (ranks < 2 || ranks > kMaxStagedRanks || block_bytes < kMinStagedBlockBytes) return nullptr;
+  if (staging_tried_) return staged_.get();
+  staging_tried_ = true;
+  auto all_gather_names = [this, ranks](const std::vector<char>& mine) {
+    const uint8_t* all = ring_for(mine.size()).gather({bytes_of(mine)});
+    return std::vector<char>(all, all + mine.size() * ranks);
+  };
+  auto all_true = [this, ranks](bool mine) {
+    const std::vector<char> flag = {mine ? char{1} : char{0}};
+    const uint8_t* all = ring_for(flag.size()).gather({bytes_of(flag)});
+    return std::all_of(all, all + ranks, [](uint8_t each) { return each == 1; });
+  };
+  auto area = StagingArea::create(context_->rank, ranks, {all_gather_names, all_true});
+  if (area) staged_ = std::make_unique<StagedPairs>(context_, std::move(area), *read_mode_);
+  return staged_.get();
 }
 
 PairCollectives::Ring& PairCollectives::ring_for(size_t bytes) {

@@ -19,6 +19,7 @@
 
 #include "engine/dist/backends/gloo/chunked_ring.h"
 #include "engine/dist/backends/gloo/read_mode.h"
+#include "engine/dist/backends/gloo/staged_pairs.h"
 #include "engine/dist/reduce_op.h"
 
 namespace engine::dist::gloo {
@@ -55,6 +56,12 @@ class PairCollectives {
  public:
   // Up to this size a call is one gather ring; larger ones go in chunks.
   static constexpr size_t kMaxGatherRingBytes = 64 * 1024;
+  // reduce_scatter and all_gather with blocks from this size go through a
+  // staging area, on 2 to kMaxStagedRanks ranks (the area holds 2 chunks
+  // per rank per rank) when they share a machine. Below it a call is bound by
+  // one message's latency either way (bench/HISTORY.md, session 33).
+  static constexpr size_t kMinStagedBlockBytes = 64 * 1024;
+  static constexpr int kMaxStagedRanks = 16;
 
   // Connects a full mesh of `size` ranks through `store` (a collective call).
   // `may_spin`: whether the machine has a core for each of its ranks (see
@@ -82,9 +89,10 @@ class PairCollectives {
   // `blocks[p]`, meant for rank p, is read where it lies (a list's tensors or
   // the views of one input; none is written); `output` gets the ranks'
   // blocks[rank] reduced: up to 64 KiB in all through a gather ring (reduced
-  // in rank order), larger through the chunked ring's reduce-scatter half
-  // (each rank moves (size-1)/size of the input, as a ring all_reduce's
-  // first half).
+  // in rank order); from kMinStagedBlockBytes a block, on ranks that share a
+  // machine, through a staging area (StagedPairs, reduced in rank order);
+  // otherwise through the chunked ring's reduce-scatter half (each rank moves
+  // (size-1)/size of the input, as a ring all_reduce's first half).
   c10::intrusive_ptr<c10d::Work> reduce_scatter(const at::Tensor& output,
                                                 const std::vector<at::Tensor>& blocks, ReduceOp op);
 
@@ -103,6 +111,10 @@ class PairCollectives {
   c10::intrusive_ptr<c10d::Work> gather(std::vector<at::Tensor> pieces, UseGathered use);
   void serve();
   Ring& ring_for(size_t bytes);
+  // On the serving thread: the staging for a call with blocks of
+  // `block_bytes`, or null; made (collectively, through gather rings) the
+  // first time a call could use it.
+  StagedPairs* staging_for(size_t block_bytes);
 
   std::shared_ptr<::gloo::rendezvous::Context> context_;
   std::shared_ptr<ReadMode> read_mode_;
@@ -112,6 +124,8 @@ class PairCollectives {
   };
   std::map<size_t, RingPair> rings_;
   std::unique_ptr<ChunkedRing> chunked_;
+  std::unique_ptr<StagedPairs> staged_;  // null until made, or when it cannot be
+  bool staging_tried_ = false;
   std::mutex mutex_;
   std::condition_variable queued_;
   std::deque<c10::intrusive_ptr<Task>> queue_;
