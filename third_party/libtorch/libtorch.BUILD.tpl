@@ -5,8 +5,8 @@ package(default_visibility = ["//visibility:public"])
 # ATen, c10 and the c10d/pickler headers: what engine code includes.
 cc_library(
     name = "libtorch",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"]),
-    includes = ["include"],
+    hdrs = %{headers},
+    includes = %{includes},
     linkopts = [
         "-L%{lib_dir}",
         "-Wl,-rpath,%{lib_dir}",
@@ -20,6 +20,7 @@ cc_library(
 # where modules or optimizers are really used.
 cc_library(
     name = "frontend",
+    hdrs = glob(["include/torch/csrc/api/include/**/*.h"]),
     includes = ["include/torch/csrc/api/include"],
     deps = [":libtorch"],
 )
