@@ -97,7 +97,7 @@ TEST(AtomicFileCrash, EveryCrashLeavesTheOldFileOrTheWholeNewOne) {
 
 TEST(AtomicFileCrash, AStepThatFailsLeavesTheOldFileAndNoTemporaryOne) {
   const Pieces pieces{"new ", "content"};
-  for (const std::optional<std::string> old :
+  for (const std::optional<std::string>& old :
        {std::optional<std::string>(kOld), std::optional<std::string>()}) {
     const DryRun dry = dry_run(write_pieces(pieces), old);
     for (int step = 0; step < dry.steps; ++step) {
