@@ -36,8 +36,8 @@ class StagingArea {
  public:
   static constexpr int64_t kChunkBytes = int64_t{256} << 10;
 
-  // Collective over the `size` (at least 2) ranks `collectives` reach: the area when
-  // every rank could map every other rank's segment (see
+  // Collective over the `size` (at least 2) ranks `collectives` reach: the
+  // area when every rank could map every other rank's segment (see
   // map_segments_of_every_rank); null on every rank otherwise. Each rank's
   // segment holds 2 * size chunks.
   static std::unique_ptr<StagingArea> create(int rank, int size,

@@ -18,14 +18,17 @@ namespace engine::dist::gloo {
 //
 // Why: a chunk that travels through a socket is copied twice by the kernel
 // and costs a system call on each side; through the area it is copied once
-// in user space on each side (16 MiB reduce_scatter on 2 ranks: 1.5-2.0 ms
-// against 3.1-6.4 ms through the ring; bench/HISTORY.md). The messages cannot block a write: a rank
-// writes at most one word per chunk to each peer and reads every peer's word for that chunk before
-// it writes the next, so at most two unread words wait on a connection.
+// in user space on each side (16 MiB reduce_scatter on 2 ranks: 1.8 ms
+// against 3.5 ms through the ring, medians; bench/HISTORY.md).
+//
+// The messages cannot block a write: a rank writes at most one word per
+// chunk to each peer and reads every peer's word for that chunk before it
+// writes the next, so at most two unread words wait on a connection.
 //
 // Every rank must run the same transfers in the same order on one thread
 // (PairCollectives' serving thread): the slot is fixed and each transfer
-// reads exactly the words its peers wrote for it.
+// reads exactly the words its peers wrote for it. The context is kept
+// because the word buffers live on its pairs.
 class StagedPairs {
  public:
   // Takes a slot of `context` for the words (every rank in the same order);
