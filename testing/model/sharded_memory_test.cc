@@ -19,8 +19,13 @@ using engine::model::MMFullyShardedDataParallel;
 
 // FULL_SHARD holds at most the root and two units gathered (here, after
 // the first step has shown which layers run through call_unit), and each of
-// 4 ranks holds a quarter of the parameters, plus padding.
-TEST(FsdpMemory, GatheredPeakIsBoundedAndShardsAreAQuarter) {
+// 4 ranks holds a quarter of the parameters, plus padding. With and without
+// mixed precision, whose gathered parameters have another dtype than the
+// shards.
+class FsdpMemory : public ::testing::TestWithParam<bool> {};
+
+TEST_P(FsdpMemory, GatheredPeakIsBoundedAndShardsAreAQuarter) {
+  const bool cast = GetParam();
   nets::NetSpec spec;
   spec.inputs = 8;
   spec.trunk = {32, 31, 30};
@@ -31,6 +36,7 @@ TEST(FsdpMemory, GatheredPeakIsBoundedAndShardsAreAQuarter) {
     engine::model::FSDPOptions options;
     options.sync_module_states = true;
     options.auto_wrap_policy.module_types = {"Linear"};
+    if (cast) options.mixed_precision.param_dtype = at::kFloat;
     auto fsdp = std::make_shared<MMFullyShardedDataParallel>(net, options);
     engine::optim::OptimWrapper optim(
         std::make_shared<torch::optim::SGD>(fsdp->parameters(), torch::optim::SGDOptions(0.1)));
@@ -61,6 +67,9 @@ TEST(FsdpMemory, GatheredPeakIsBoundedAndShardsAreAQuarter) {
     EXPECT_EQ(memory.sharded_gradients, memory.sharded_parameters);
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(ParamDtype, FsdpMemory, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "float32" : "own"; });
 
 }  // namespace
 

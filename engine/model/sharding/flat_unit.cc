@@ -1,6 +1,7 @@
 #include "engine/model/sharding/flat_unit.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <cmath>
@@ -46,6 +47,14 @@ void check_precision(const std::string& unit, Residency residency, const UnitPre
                     "sharding unit \"" + unit +
                         "\" keeps whole parameters (ZeRO stages 1-2), which have no mixed "
                         "precision here; use FSDP (ZeRO stage 3) for param_dtype/reduce_dtype"));
+}
+
+// set_data without its reset of the gradient accumulator, which it drops
+// whenever the dtype changes (mixed precision): the accumulator is made once
+// for the gathered form, the form gradients arrive in, and it is where the
+// wrapper's hooks sit. Both are plain dense TensorImpls, as set_data checks.
+void swap_data(const at::Tensor& param, const at::Tensor& data) {
+  param.unsafeGetTensorImpl()->shallow_copy_from(data.getIntrusivePtr());
 }
 
 }  // namespace
@@ -147,7 +156,7 @@ at::Tensor FlatUnit::shard_view_of(size_t param) const {
 
 void FlatUnit::point_at_shards() {
   for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].tensor.set_data(shard_view_of(i).view(layouts_[i].shard_sizes()));
+    swap_data(params_[i].tensor, shard_view_of(i).view(layouts_[i].shard_sizes()));
   }
   gathered_ = false;
 }
@@ -163,7 +172,7 @@ void FlatUnit::unshard_from(const at::Tensor& blocks) {
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     copy_from_blocks(blocks, offsets_[i], layouts_[i], full_[i].view({-1}));
-    params_[i].tensor.set_data(full_[i]);
+    swap_data(params_[i].tensor, full_[i]);
   }
   gathered_ = true;
 }
@@ -173,6 +182,20 @@ void FlatUnit::unshard() { unshard_from(gathered_blocks(in_pool(flat_shard_, com
 at::Tensor FlatUnit::in_pool(const at::Tensor& t, at::ScalarType dtype) const {
   if (t.scalar_type() == dtype) return t;
   return memory_->pool.empty(t.sizes(), t.options().dtype(dtype)).copy_(t);
+}
+
+std::vector<std::shared_ptr<torch::autograd::Node>> FlatUnit::grad_accumulators() {
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const at::Tensor& param = params_[i].tensor;
+    if (!param.requires_grad()) continue;
+    torch::autograd::impl::set_grad_accumulator(param, {});
+    // Only the gathered form's metadata is read: its storage stays unallocated.
+    if (!gathered_) swap_data(param, full_[i]);
+    accumulators.push_back(torch::autograd::impl::grad_accumulator(param));
+  }
+  if (!gathered_) point_at_shards();
+  return accumulators;
 }
 
 void FlatUnit::start_gather() {

@@ -4,6 +4,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,10 @@
 #include "engine/dist/work.h"
 #include "engine/model/sharding/buffer_pool.h"
 #include "engine/model/sharding/shard_layout.h"
+
+namespace torch::autograd {
+struct Node;
+}
 
 namespace engine::model::sharding {
 
@@ -114,6 +119,12 @@ class FlatUnit {
   int64_t shard_bytes() const;
   int64_t full_bytes() const;
   int64_t unsharded_grad_bytes() const;
+
+  // The gradient accumulators of the trainable parameters, in order, made
+  // anew for the gathered form (full shape, compute dtype), which gradients
+  // arrive in; the unit's own swaps between forms keep them. Hook them here:
+  // set_data would drop them at a change of dtype.
+  std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators();
 
   // Parameters whole, in the compute dtype (a no-op where they already
   // are: unsharded and not cast, or kWhole). start_gather() issues the

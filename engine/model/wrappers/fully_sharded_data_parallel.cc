@@ -24,22 +24,7 @@
 namespace engine::model {
 namespace {
 
-using AccumulatorOf =
-    std::unordered_map<const c10::TensorImpl*, std::shared_ptr<torch::autograd::Node>>;
-
 constexpr const char* kWrapper = "MMFullyShardedDataParallel";
-
-// The gradient accumulators of the trainable parameters, made while the
-// parameters have their full shape and their storage: autograd checks every
-// incoming gradient against the shape and device its accumulator saw first.
-void add_full_shape_accumulators(const std::vector<sharding::UnitParameter>& params,
-                                 AccumulatorOf& accumulators) {
-  for (const auto& param : params) {
-    if (!param.tensor.requires_grad()) continue;
-    accumulators[param.tensor.unsafeGetTensorImpl()] =
-        torch::autograd::impl::grad_accumulator(param.tensor);
-  }
-}
 
 std::vector<at::Tensor> tensors_of(const std::vector<sharding::UnitParameter>& params) {
   std::vector<at::Tensor> tensors;
@@ -158,24 +143,14 @@ MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel
   const dist::GroupPtr& group = group_;
   verify_same_parameters(all_parameters(this->module()), group);
   place_on_device();
-  AccumulatorOf accumulators;
   build_units(group, [&](const std::vector<sharding::UnitParameter>& params) {
     initialize_deferred(owners_of(this->module(), params));
     if (options_.sync_module_states) broadcast_from_first_rank(tensors_of(params), group);
-    add_full_shape_accumulators(params, accumulators);
   });
   initialize_deferred(modules_of(this->module()));  // modules holding deferred buffers only
   if (options_.sync_module_states) broadcast_buffers(this->module(), group);
   cast_buffers();
-  std::vector<std::shared_ptr<torch::autograd::Node>> per_param;
-  for (const auto& unit : units_) {
-    for (const auto& param : unit->parameters()) {
-      if (param.tensor.requires_grad()) {
-        per_param.push_back(accumulators.at(param.tensor.unsafeGetTensorImpl()));
-      }
-    }
-  }
-  register_hooks(per_param);
+  register_hooks();
   for (size_t u = 1; u < units_.size(); ++u) {
     if (unit_modules_[u]) attach_unit_handler(unit_modules_[u], this);
   }
@@ -325,12 +300,9 @@ TensorDict MMFullyShardedDataParallel::cast_inputs(const TensorDict& data) const
   return cast;
 }
 
-void MMFullyShardedDataParallel::register_hooks(
-    const std::vector<std::shared_ptr<torch::autograd::Node>>& accumulators) {
-  size_t next = 0;
+void MMFullyShardedDataParallel::register_hooks() {
   for (size_t u = 0; u < units_.size(); ++u) {
-    for (size_t k = 0; k < trainable_[u]; ++k) {
-      const auto& accumulator = accumulators[next++];
+    for (const auto& accumulator : units_[u]->grad_accumulators()) {
       hook_keys_.push_back(
           accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
               [this, u](const torch::autograd::variable_list& outputs,

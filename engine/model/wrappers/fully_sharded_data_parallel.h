@@ -245,7 +245,7 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   void initialize_deferred(const std::vector<torch::nn::Module*>& modules);
   void cast_buffers();
   TensorDict cast_inputs(const TensorDict& data) const;
-  void register_hooks(const std::vector<std::shared_ptr<torch::autograd::Node>>& accumulators);
+  void register_hooks();
   void begin_forward(bool will_backward);
   void begin_backward();
   void on_grad_ready(size_t unit);
