@@ -1,5 +1,6 @@
-// sync_random_seed, all_reduce_dict, all_reduce_params and collect_results,
-// including the points where mmengine goes wrong (FACTS.md "Better").
+// sync_random_seed, all_reduce_dict, all_reduce_params, collect_results and
+// the collectives of host tensors (*_anywhere), including the points where
+// mmengine goes wrong (FACTS.md "Better").
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -47,6 +48,28 @@ TEST(SyncRandomSeed, MembersOfASubgroupWithoutRankZeroAgree) {
   EXPECT_GE(seeds[1], 0);
   EXPECT_EQ(seeds[3], seeds[1]);
   EXPECT_EQ(seeds[4], seeds[1]);
+}
+
+// Host tensors through the communication device (a GPU's under nccl), on a
+// subgroup: the results are the collectives' and stay on the CPU.
+TEST(Anywhere, HostTensorsGetTheCollectivesResultsInPlace) {
+  harness::run_ranks(5, [](int rank) {
+    const dist::GroupPtr group = dist::new_group({1, 3, 4});
+    if (!group->is_member()) return;
+    at::Tensor maximum = at::full({2}, rank, at::kLong);
+    dist::all_reduce_anywhere(maximum, "max", group);
+    EXPECT_TRUE(maximum.equal(at::full({2}, 4, at::kLong)));
+    at::Tensor from_three = at::full({3}, 10.0 * rank, at::kDouble);
+    dist::broadcast_anywhere(from_three, 3, group);
+    EXPECT_TRUE(from_three.equal(at::full({3}, 30.0, at::kDouble)));
+    const std::vector<at::Tensor> rows =
+        dist::all_gather_anywhere(at::full({1}, rank, at::kInt), group);
+    ASSERT_EQ(rows.size(), 3u);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_TRUE(rows[i].device().is_cpu());
+      EXPECT_EQ(rows[i].item<int>(), group->global_rank_of(static_cast<int>(i)));
+    }
+  });
 }
 
 // The helpers' properties run on the whole world or (in half the cases) on

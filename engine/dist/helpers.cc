@@ -226,8 +226,8 @@ void all_reduce_dict(std::map<std::string, at::Tensor>& data, const std::string&
   if (get_world_size(group) == 1) return;
   std::vector<at::Tensor> values;
   for (const auto& [key, value] : data) values.push_back(value);
-  const at::Tensor flat = values.empty() ? at::empty({0})
-                                         : torch::utils::flatten_dense_tensors(values);
+  const at::Tensor flat =
+      values.empty() ? at::empty({0}) : torch::utils::flatten_dense_tensors(values);
   const ReduceSpec spec = parse_reduce_op(op, flat.scalar_type(), get_rank());
   // Whether the values ride in the record depends only on what the digest
   // covers, so ranks whose digests agree decide alike.
@@ -287,6 +287,37 @@ std::optional<std::vector<c10::IValue>> collect_results(const std::vector<c10::I
   for (const auto& value : all_gather_object(to_list(part))) parts.push_back(to_vector(value));
   if (get_rank() != 0) return std::nullopt;
   return merge_round_robin(parts, size);
+}
+
+namespace {
+
+// Runs `collective` on `data` where the group's backend can carry it.
+template <typename Collective>
+void on_comm_device(at::Tensor& data, const GroupPtr& group, Collective collective) {
+  const at::Device device = get_comm_device(group);
+  if (data.device() == device) {
+    collective(data);
+    return;
+  }
+  at::Tensor moved = data.to(device);
+  collective(moved);
+  data.copy_(moved);
+}
+
+}  // namespace
+
+void all_reduce_anywhere(at::Tensor& data, const std::string& op, const GroupPtr& group) {
+  on_comm_device(data, group, [&](at::Tensor& t) { all_reduce(t, op, group); });
+}
+
+void broadcast_anywhere(at::Tensor& data, int src, const GroupPtr& group) {
+  on_comm_device(data, group, [&](at::Tensor& t) { broadcast(t, src, group); });
+}
+
+std::vector<at::Tensor> all_gather_anywhere(const at::Tensor& data, const GroupPtr& group) {
+  std::vector<at::Tensor> gathered = all_gather(data.to(get_comm_device(group)), group);
+  for (auto& tensor : gathered) tensor = tensor.to(data.device());
+  return gathered;
 }
 
 }  // namespace engine::dist

@@ -35,6 +35,17 @@ void all_reduce_params(const std::vector<at::Tensor>& params, bool coalesce = tr
                        int bucket_size_mb = -1, const std::string& op = "sum",
                        const GroupPtr& group = nullptr);
 
+// all_reduce, broadcast and all_gather of a tensor wherever it lives: through
+// a copy on the group's communication device (the GPU on nccl, which moves
+// CUDA tensors only) when it is elsewhere, the result written back into
+// `data` (all_gather: returned on `data`'s device). For small host-side
+// values (flags, norms, orders) that every backend must carry.
+void all_reduce_anywhere(at::Tensor& data, const std::string& op = "sum",
+                         const GroupPtr& group = nullptr);
+void broadcast_anywhere(at::Tensor& data, int src = 0, const GroupPtr& group = nullptr);
+std::vector<at::Tensor> all_gather_anywhere(const at::Tensor& data,
+                                            const GroupPtr& group = nullptr);
+
 // Collects every rank's results on rank 0, in dataset order for a sampler that
 // gives rank r the indices r, r+ws, r+2ws...: rank0[0], rank1[0], ...,
 // rank0[1], ... (parts may differ in length), cut to `size`. Other ranks get

@@ -92,7 +92,7 @@ void BaseStrategy::restore_rng_states(const Dict& states, const std::string& pat
 }
 
 at::Tensor BaseStrategy::rows_of_all_ranks(const at::Tensor& mine) {
-  return dist::is_distributed() ? at::stack(dist::all_gather(mine)) : mine.unsqueeze(0);
+  return dist::is_distributed() ? at::stack(dist::all_gather_anywhere(mine)) : mine.unsqueeze(0);
 }
 
 at::Tensor BaseStrategy::my_row(const at::Tensor& rows, const std::string& path) {

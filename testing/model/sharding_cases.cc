@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/dist/info.h"
 #include "engine/model/batch_norm.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/zero_data_parallel.h"
@@ -22,7 +23,7 @@ void showValue(const ShardingCase& c, std::ostream& os) {
      << " members=" << ddp_cases::describe(c.members) << " param_dtype=" << c.param_dtype
      << " reduce_dtype=" << c.reduce_dtype << " buffer_dtype=" << c.buffer_dtype
      << " backward_prefetch=" << c.backward_prefetch << " forward_prefetch=" << c.forward_prefetch
-     << " limit_all_gathers=" << c.limit_all_gathers
+     << " limit_all_gathers=" << c.limit_all_gathers << " cpu_offload=" << c.cpu_offload
      << " reduce_bucket_size=" << c.reduce_bucket_size << " overlap_comm=" << c.overlap_comm
      << " wrap=" << c.wrap << " min_num_params=" << c.min_num_params << " batch=" << c.batch
      << " iterations=" << c.iterations << " accumulative_counts=" << c.accumulative_counts
@@ -52,6 +53,7 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
       c.backward_prefetch = *rc::gen::element<std::string>("BACKWARD_PRE", "BACKWARD_POST", "NONE");
       c.forward_prefetch = *rc::gen::arbitrary<bool>();
       c.limit_all_gathers = *rc::gen::arbitrary<bool>();
+      c.cpu_offload = *rc::gen::arbitrary<bool>();
     }
     c.reduce_bucket_size = *rc::gen::inRange<int64_t>(1, 200);
     c.overlap_comm = *rc::gen::arbitrary<bool>();
@@ -127,6 +129,12 @@ std::map<std::string, at::Tensor> float64_buffers(torch::nn::Module& module) {
   return buffers;
 }
 
+// The device's tensors (a GPU's under nccl) compared with the serial run's.
+std::map<std::string, at::Tensor> on_cpu(std::map<std::string, at::Tensor> tensors) {
+  for (auto& [name, value] : tensors) value = value.cpu();
+  return tensors;
+}
+
 double grad_norm_of(const engine::optim::OptimWrapper& optim) {
   return optim.last_grad_norm().value_or(std::numeric_limits<double>::quiet_NaN());
 }
@@ -149,6 +157,8 @@ engine::model::FSDPOptions fsdp_options(const ShardingCase& c, nets::TestNet& ne
   options.backward_prefetch = engine::model::parse_backward_prefetch(c.backward_prefetch);
   options.forward_prefetch = c.forward_prefetch;
   options.limit_all_gathers = c.limit_all_gathers;
+  options.device_id = engine::dist::get_comm_device(group);
+  options.cpu_offload = c.cpu_offload;
   return options;
 }
 
@@ -161,6 +171,7 @@ std::shared_ptr<MMFullyShardedDataParallel> wrap(const ShardingCase& c,
     options.reduce_bucket_size = c.reduce_bucket_size;
     options.overlap_comm = c.overlap_comm;
     options.process_group = group;
+    net->to(engine::dist::get_comm_device(group));  // ZeRO trains the module where it is
     return std::make_shared<engine::model::MMZeroDataParallel>(net, options);
   }
   return std::make_shared<MMFullyShardedDataParallel>(net, fsdp_options(c, *net, group));
@@ -187,8 +198,8 @@ Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank) {
     } else {
       fsdp->train_step(batch, optim);
     }
-    run.parameters.push_back(fsdp->full_parameters());
-    run.buffers.push_back(float64_buffers(fsdp->module()));
+    run.parameters.push_back(on_cpu(fsdp->full_parameters()));
+    run.buffers.push_back(on_cpu(float64_buffers(fsdp->module())));
     run.grad_norms.push_back(grad_norm_of(optim));
   }
   return run;

@@ -36,6 +36,10 @@ struct ShardingCase {
   std::vector<int> members;
   // FSDP's mixed_precision: a dtype name, or empty for the model's own.
   std::string param_dtype, reduce_dtype, buffer_dtype;
+  // FSDP's cpu_offload, with the group's communication device as device_id:
+  // shards on the CPU, computing on the GPU under nccl; on the CPU backends
+  // all is on the CPU, as it is without it.
+  bool cpu_offload = false;
   // FSDP's prefetching: BACKWARD_PRE, BACKWARD_POST or NONE.
   std::string backward_prefetch = "BACKWARD_PRE";
   bool forward_prefetch = false;

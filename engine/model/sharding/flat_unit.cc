@@ -40,13 +40,16 @@ void check_contiguous(const std::string& unit, const std::vector<UnitParameter>&
   }
 }
 
-void check_precision(const std::string& unit, Residency residency, const UnitPrecision& precision) {
-  if (residency == Residency::kSharded || (!precision.compute && !precision.reduce)) return;
-  throw dist::InvalidArgument(
-      dist::on_rank(dist::get_rank(),
-                    "sharding unit \"" + unit +
-                        "\" keeps whole parameters (ZeRO stages 1-2), which have no mixed "
-                        "precision here; use FSDP (ZeRO stage 3) for param_dtype/reduce_dtype"));
+void check_compute(const std::string& unit, Residency residency, const UnitCompute& compute) {
+  if (residency == Residency::kSharded ||
+      (!compute.compute && !compute.reduce && !compute.device)) {
+    return;
+  }
+  throw dist::InvalidArgument(dist::on_rank(
+      dist::get_rank(),
+      "sharding unit \"" + unit +
+          "\" keeps whole parameters (ZeRO stages 1-2), which have no mixed precision or CPU "
+          "offload here; use FSDP (ZeRO stage 3) for param_dtype/reduce_dtype/cpu_offload"));
 }
 
 // set_data without its reset of the gradient accumulator, which it drops
@@ -67,7 +70,7 @@ void GatheredMeter::add(int64_t bytes) {
 void GatheredMeter::remove(int64_t bytes) { current -= bytes; }
 
 FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
-                   UnitMemory* memory, Residency residency, UnitPrecision precision)
+                   UnitMemory* memory, Residency residency, UnitCompute compute)
     : name_(std::move(name)),
       params_(std::move(params)),
       groups_(std::move(groups)),
@@ -75,11 +78,14 @@ FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGrou
       residency_(residency) {
   if (params_.empty()) return;
   check_one_dtype_and_device(name_, params_);
-  check_precision(name_, residency_, precision);
+  check_compute(name_, residency_, compute);
   if (residency_ == Residency::kWhole) check_contiguous(name_, params_);
-  master_options_ = params_.front().tensor.options().requires_grad(false);
-  compute_dtype_ = precision.compute.value_or(params_.front().tensor.scalar_type());
-  reduce_dtype_ = precision.reduce.value_or(compute_dtype_);
+  const at::Tensor& first = params_.front().tensor;
+  master_options_ = first.options().requires_grad(false);
+  if (compute.device) master_options_ = master_options_.device(at::kCPU);
+  compute_options_ = master_options_.dtype(compute.compute.value_or(first.scalar_type()))
+                         .device(compute.device.value_or(first.device()));
+  reduce_dtype_ = compute.reduce.value_or(compute_options_.dtype().toScalarType());
   if (groups_.shard) {
     shard_size_ = groups_.shard->size();
     shard_rank_ = groups_.shard->rank();
@@ -101,7 +107,7 @@ FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGrou
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     copy_shard(params_[i].tensor.detach(), layouts_[i], shard_rank_, shard_view_of(i));
-    full_.push_back(at::empty(params_[i].tensor.sizes(), master_options_.dtype(compute_dtype_)));
+    full_.push_back(at::empty(params_[i].tensor.sizes(), compute_options_));
     free_full(i);
   }
   point_at_shards();
@@ -117,8 +123,9 @@ FlatUnit::~FlatUnit() {
   if (gathered_) memory_->meter.remove(full_bytes());
 }
 
-bool FlatUnit::casts() const {
-  return !params_.empty() && compute_dtype_ != master_options_.dtype().toScalarType();
+bool FlatUnit::converts() const {
+  return !params_.empty() && !(compute_options_.dtype() == master_options_.dtype() &&
+                               compute_options_.device() == master_options_.device());
 }
 
 int64_t FlatUnit::shard_bytes() const {
@@ -177,11 +184,12 @@ void FlatUnit::unshard_from(const at::Tensor& blocks) {
   gathered_ = true;
 }
 
-void FlatUnit::unshard() { unshard_from(gathered_blocks(in_pool(flat_shard_, compute_dtype_))); }
+void FlatUnit::unshard() { unshard_from(gathered_blocks(in_pool(flat_shard_, compute_options_))); }
 
-at::Tensor FlatUnit::in_pool(const at::Tensor& t, at::ScalarType dtype) const {
-  if (t.scalar_type() == dtype) return t;
-  return memory_->pool.empty(t.sizes(), t.options().dtype(dtype)).copy_(t);
+at::Tensor FlatUnit::in_pool(const at::Tensor& t, const at::TensorOptions& options) const {
+  if (t.dtype() == options.dtype() && t.device() == options.device()) return t;
+  return memory_->pool.empty(t.sizes(), t.options().dtype(options.dtype()).device(options.device()))
+      .copy_(t);
 }
 
 std::vector<std::shared_ptr<torch::autograd::Node>> FlatUnit::grad_accumulators() {
@@ -199,7 +207,7 @@ std::vector<std::shared_ptr<torch::autograd::Node>> FlatUnit::grad_accumulators(
 }
 
 void FlatUnit::start_gather() {
-  if (gather_started() || (!sharded() && !casts())) return;
+  if (gather_started() || (!sharded() && !converts())) return;
   for (size_t i = 0; i < params_.size(); ++i) allocate_full(i);
   memory_->meter.add(full_bytes());
   if (!sharded()) {
@@ -207,7 +215,7 @@ void FlatUnit::start_gather() {
     return;
   }
   // The cast copy is the all-gather's input: it lives until the gather ends.
-  gather_input_ = in_pool(flat_shard_, compute_dtype_);
+  gather_input_ = in_pool(flat_shard_, compute_options_);
   gather_blocks_ = memory_->pool.empty({shard_size_, block_numel_}, gather_input_.options());
   gather_work_ = dist::all_gather_into_tensor_async(gather_blocks_, gather_input_, groups_.shard);
 }
@@ -240,7 +248,9 @@ std::vector<at::Tensor> FlatUnit::full_values() const {
     for (const auto& full : full_) values.push_back(full.clone());
     return values;
   }
-  const at::Tensor blocks = gathered_blocks(flat_shard_);
+  // Gathered where the unit's collectives run, in the shards' own dtype.
+  const at::Tensor blocks =
+      gathered_blocks(in_pool(flat_shard_, master_options_.device(compute_options_.device())));
   for (size_t i = 0; i < params_.size(); ++i) {
     values.push_back(at::empty(layouts_[i].full_sizes, master_options_));
     copy_from_blocks(blocks, offsets_[i], layouts_[i], values.back().view({-1}));
@@ -303,7 +313,7 @@ void FlatUnit::expose_unsharded_grads() {
 void FlatUnit::launch_reduction() {
   if (params_.empty()) return;
   at::Tensor blocks =
-      memory_->pool.empty({shard_size_, block_numel_}, master_options_.dtype(reduce_dtype_))
+      memory_->pool.empty({shard_size_, block_numel_}, compute_options_.dtype(reduce_dtype_))
           .zero_();
   had_grads_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -327,10 +337,11 @@ void FlatUnit::finish_reduction(const std::vector<bool>& used) {
   if (reduction_) reduction_->wait();
   reduction_.reset();
   if (groups_.replica) dist::all_reduce(reduced_, "sum", groups_.replica);
+  const at::Tensor reduced = in_pool(reduced_, reduced_.options().device(master_options_.device()));
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].tensor.requires_grad() || !used[i]) continue;
     const at::Tensor piece =
-        reduced_.narrow(0, offsets_[i], layouts_[i].shard_numel()).view(layouts_[i].shard_sizes());
+        reduced.narrow(0, offsets_[i], layouts_[i].shard_numel()).view(layouts_[i].shard_sizes());
     if (shard_grads_[i].defined()) {
       shard_grads_[i].add_(piece);
     } else {

@@ -57,14 +57,21 @@ struct UnitMemory {
 //             while the optimizer steps it, then the unit is all-gathered
 enum class Residency { kSharded, kWhole };
 
-// Mixed precision (kSharded only): the dtype the gathered parameters take
-// for forward and backward (the shard is cast before the all-gather, so
-// the gather moves that dtype), and the dtype gradients are reduced in.
-// Unset: the parameters' own dtype. The shards, and the gradients the
-// optimizer sees, always stay in the parameters' own dtype.
-struct UnitPrecision {
+// How the gathered parameters differ from the shards (kSharded only).
+//   compute  the dtype the gathered parameters take for forward and
+//            backward (mixed precision: the shard is cast before the
+//            all-gather, so the gather moves that dtype)
+//   reduce   the dtype gradients are reduced in (unset: compute)
+//   device   CPU offload: the shards, and the gradients the optimizer sees,
+//            rest on the CPU; the gathered parameters, their gradients and
+//            the unit's collectives live on this device (the shard is
+//            copied there for each gather, the reduced shard back)
+// Unset: the parameters' own dtype and device. The shards, and the
+// gradients the optimizer sees, always stay in the parameters' own dtype.
+struct UnitCompute {
   std::optional<at::ScalarType> compute;
   std::optional<at::ScalarType> reduce;
+  std::optional<c10::Device> device;
 };
 
 // One sharding unit: parameters that are gathered together in one
@@ -96,8 +103,7 @@ class FlatUnit {
   // kWhole needs contiguous parameters and no mixed precision
   // (InvalidArgument otherwise).
   FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
-           UnitMemory* memory, Residency residency = Residency::kSharded,
-           UnitPrecision precision = {});
+           UnitMemory* memory, Residency residency = Residency::kSharded, UnitCompute compute = {});
   ~FlatUnit();
   FlatUnit(const FlatUnit&) = delete;
   FlatUnit& operator=(const FlatUnit&) = delete;
@@ -111,8 +117,9 @@ class FlatUnit {
   bool gathered() const { return gathered_; }
   Residency residency() const { return residency_; }
   int64_t block_numel() const { return block_numel_; }
-  // Whether gather() gives the parameters another dtype (mixed precision).
-  bool casts() const;
+  // Whether gather() gives the parameters another dtype or device (mixed
+  // precision, CPU offload).
+  bool converts() const;
   // Bytes of this rank's shards held now, of the gathered parameters (in
   // the compute dtype), and of the unsharded gradients kept for a later
   // reduction (no_sync).
@@ -126,8 +133,8 @@ class FlatUnit {
   // set_data would drop them at a change of dtype.
   std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators();
 
-  // Parameters whole, in the compute dtype (a no-op where they already
-  // are: unsharded and not cast, or kWhole). start_gather() issues the
+  // Parameters whole, in the compute dtype and device (a no-op where they
+  // already are: unsharded and not converted, or kWhole). start_gather() issues the
   // all-gather and returns (a prefetch; its buffers count as gathered from
   // then on); gather() finishes a started one or does the whole gather.
   void start_gather();
@@ -179,8 +186,9 @@ class FlatUnit {
   void allocate_full(size_t param);
   void free_full(size_t param);
   at::Tensor shard_view_of(size_t param) const;  // flat, in flat_shard_
-  // `t` itself when it has `dtype`, else a copy in `dtype` from the pool.
-  at::Tensor in_pool(const at::Tensor& t, at::ScalarType dtype) const;
+  // `t` itself when it has `options`' dtype and device, else a copy there
+  // from the pool.
+  at::Tensor in_pool(const at::Tensor& t, const at::TensorOptions& options) const;
   void point_at_shards();
   at::Tensor gathered_blocks(const at::Tensor& flat_shard) const;  // [shards, block_numel]
   void unshard_from(const at::Tensor& blocks);
@@ -193,8 +201,8 @@ class FlatUnit {
   UnitGroups groups_;
   UnitMemory* memory_;
   Residency residency_;
-  at::TensorOptions master_options_;  // the parameters' own dtype and device
-  at::ScalarType compute_dtype_ = at::kFloat;
+  at::TensorOptions master_options_;   // the shards': the parameters' own dtype, at rest
+  at::TensorOptions compute_options_;  // the gathered parameters'
   at::ScalarType reduce_dtype_ = at::kFloat;
   int shard_size_ = 1;
   int shard_rank_ = 0;

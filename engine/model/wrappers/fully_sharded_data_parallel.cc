@@ -15,6 +15,7 @@
 
 #include "engine/dist/collectives.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/helpers.h"
 #include "engine/dist/info.h"
 #include "engine/model/init/deferred.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
@@ -189,12 +190,6 @@ void MMFullyShardedDataParallel::place_on_device() {
                   " but this process has no CUDA device; leave device_id unset to train on "
                   "the CPU"));
   }
-  if (options_.cpu_offload && device && !device->is_cpu()) {
-    throw dist::InvalidArgument(dist::on_rank(
-        rank, std::string(kWrapper) + ": cpu_offload with device_id " + device->str() +
-                  " is not supported (shards are not copied to the device for each gather); "
-                  "train on the CPU, or turn cpu_offload off"));
-  }
   const auto deferred = init::deferred_names(module());
   if (!deferred.empty() && !options_.param_init_fn) {
     throw dist::InvalidArgument(dist::on_rank(
@@ -204,17 +199,37 @@ void MMFullyShardedDataParallel::place_on_device() {
                   "them; give param_init_fn"));
   }
   if (!device) return;
+  // "cuda" alone: the current device, as a tensor made there reports it.
+  if (!device->has_index()) options_.device_id = at::empty({0}, *device).device();
   at::NoGradGuard no_grad;
-  std::vector<at::Tensor> state = module().parameters();
+  std::vector<at::Tensor> state;
+  if (options_.cpu_offload) {
+    // The units' parameters are sharded onto the CPU from where they are.
+    for (const auto* ignored : options_.ignored_modules) {
+      for (const auto& param : ignored->parameters()) state.push_back(param);
+    }
+  } else {
+    state = module().parameters();
+  }
   for (const auto& buffer : module().buffers()) state.push_back(buffer);
   for (auto& tensor : state) {
-    if (!tensor.is_meta() && tensor.device() != *device) tensor.set_data(tensor.to(*device));
+    if (!tensor.is_meta() && tensor.device() != *options_.device_id) {
+      tensor.set_data(tensor.to(*options_.device_id));
+    }
   }
+}
+
+std::optional<c10::Device> MMFullyShardedDataParallel::offload_device() const {
+  if (!options_.cpu_offload || !options_.device_id || options_.device_id->is_cpu()) {
+    return std::nullopt;
+  }
+  return options_.device_id;
 }
 
 void MMFullyShardedDataParallel::initialize_deferred(
     const std::vector<torch::nn::Module*>& modules) {
-  const c10::Device device = options_.device_id.value_or(c10::Device(c10::kCPU));
+  const c10::Device device =
+      options_.cpu_offload ? c10::Device(c10::kCPU) : options_.device_id.value_or(c10::kCPU);
   for (auto* module : modules) {
     if (init::materialize(*module, device)) options_.param_init_fn(*module);
   }
@@ -233,12 +248,12 @@ void MMFullyShardedDataParallel::build_units(
   auto plans = scheme_.plan ? scheme_.plan(module())
                             : sharding::plan_units(module(), options_.auto_wrap_policy,
                                                    options_.ignored_modules);
-  const sharding::UnitPrecision precision{options_.mixed_precision.param_dtype,
-                                          options_.mixed_precision.reduce_dtype};
+  const sharding::UnitCompute compute{options_.mixed_precision.param_dtype,
+                                      options_.mixed_precision.reduce_dtype, offload_device()};
   for (auto& plan : plans) {
     before_sharding(plan.params);
     units_.push_back(std::make_unique<sharding::FlatUnit>(
-        plan.name, std::move(plan.params), sharded, &unit_memory_, scheme_.residency, precision));
+        plan.name, std::move(plan.params), sharded, &unit_memory_, scheme_.residency, compute));
     unit_modules_.push_back(plan.module);
   }
   std::unordered_map<const c10::TensorImpl*, std::string> names;
@@ -291,11 +306,16 @@ at::Tensor MMFullyShardedDataParallel::buffer_state(const std::string& name,
 
 TensorDict MMFullyShardedDataParallel::cast_inputs(const TensorDict& data) const {
   const auto dtype = options_.mixed_precision.param_dtype;
-  if (!dtype) return data;
+  const auto device = offload_device();
+  if (!dtype && !device) return data;
   TensorDict cast;
   for (const auto& [key, value] : data) {
-    cast[key] =
-        value.defined() && at::isFloatingType(value.scalar_type()) ? value.to(*dtype) : value;
+    if (!value.defined()) {
+      cast[key] = value;
+      continue;
+    }
+    at::Tensor moved = device ? value.to(*device) : value;
+    cast[key] = dtype && at::isFloatingType(value.scalar_type()) ? moved.to(*dtype) : moved;
   }
   return cast;
 }
@@ -528,7 +548,7 @@ std::vector<std::vector<bool>> MMFullyShardedDataParallel::agree_on_used() const
     for (bool had : units_[u]->had_grads()) flags.push_back(had ? 1 : 0);
   }
   at::Tensor mask = at::tensor(flags, at::kInt);
-  dist::all_reduce(mask, "max", group_);
+  dist::all_reduce_anywhere(mask, "max", group_);
   std::vector<std::vector<bool>> used(units_.size());
   const int* values = mask.data_ptr<int>();
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -557,7 +577,7 @@ double MMFullyShardedDataParallel::global_power_sum(const std::vector<at::Tensor
   // summed over the shard group only. Whole tensors count once.
   if (sharded_norm_group_ && sharded_norm_group_->size() > 1) {
     at::Tensor total = at::scalar_tensor(sharded, at::kDouble);
-    dist::all_reduce(total, infinite ? "max" : "sum", sharded_norm_group_);
+    dist::all_reduce_anywhere(total, infinite ? "max" : "sum", sharded_norm_group_);
     sharded = total.item<double>();
   }
   return combine(sharded, replicated);

@@ -99,9 +99,10 @@ struct FSDPOptions {
   bool limit_all_gathers = true;
   // Deferred initialisation (engine/model/init/deferred.h). Each module
   // holding deferred parameters or buffers of its own gets storage for them
-  // (zeros, on device_id or else the CPU), then param_init_fn(module) fills
-  // them; this goes unit by unit in forward order, each unit sharded before
-  // the next is allocated, so the whole model never exists on a rank. With
+  // (zeros, on device_id or else the CPU; the CPU under cpu_offload), then
+  // param_init_fn(module) fills them; this goes unit by unit in forward
+  // order, each unit sharded before the next is allocated, so the whole
+  // model never exists on a rank. With
   // sync_module_states each unit is then broadcast from the group's first
   // rank, else each rank keeps its own values, as PyTorch does. Deferred
   // state and no param_init_fn is InvalidArgument. Modules that are not
@@ -112,11 +113,16 @@ struct FSDPOptions {
   // where they are (deferred ones: the CPU). A CUDA device without CUDA is
   // InvalidArgument.
   std::optional<c10::Device> device_id;
-  // PyTorch's CPUOffload(offload_params=True): shards and their gradients
-  // live on the CPU, the optimizer steps there. Parameters on the CPU
-  // already are, and it changes nothing; with a CUDA device_id it is
-  // InvalidArgument, since copying shards to the GPU for each gather is
-  // not built (no GPU here to prove it on).
+  // PyTorch's CPUOffload(offload_params=True), with a GPU device_id: the
+  // units' shards and the gradients the optimizer sees rest on the CPU, and
+  // the optimizer steps there (its state too). Each gather copies the shard
+  // to device_id first; the gathered parameters, their gradients, the
+  // collectives and the buffers live there, and forward's inputs are moved
+  // there; each reduced gradient shard is copied back. ignored_modules stay
+  // on device_id; deferred parameters are allocated on the CPU. Without a
+  // device_id or with the CPU as device_id everything is on the CPU already
+  // and it changes nothing. Never run on a GPU here (none in this project's
+  // CI): ci/gpu.sh's sharded suite is the test.
   bool cpu_offload = false;
 };
 
@@ -237,6 +243,9 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   template <typename Step>
   TensorDict without_backward(Step step);
   void place_on_device();
+  // device_id under cpu_offload, when it is not the CPU: where the units'
+  // gathered parameters, their gradients and collectives live.
+  std::optional<c10::Device> offload_device() const;
   // `before_sharding` sees each unit's parameters, whole, before the unit
   // shards them.
   void build_units(

@@ -6,8 +6,8 @@
 #include <map>
 #include <sstream>
 
-#include "engine/dist/collectives.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/helpers.h"
 #include "engine/dist/objects.h"
 
 namespace engine::model {
@@ -83,7 +83,7 @@ void broadcast_from_first_rank(const std::vector<at::Tensor>& tensors,
   at::NoGradGuard no_grad;
   for (auto& [kind, members] : by_kind) {
     at::Tensor flat = torch::utils::flatten_dense_tensors(members);
-    dist::broadcast(flat, group->global_rank_of(0), group);
+    dist::broadcast_anywhere(flat, group->global_rank_of(0), group);
     auto values = torch::utils::unflatten_dense_tensors(flat, members);
     for (size_t i = 0; i < members.size(); ++i) members[i].copy_(values[i]);
   }

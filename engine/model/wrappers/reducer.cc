@@ -11,6 +11,7 @@
 
 #include "engine/dist/collectives.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/helpers.h"
 #include "engine/dist/node_shared.h"
 #include "engine/model/wrappers/bucket_plan.h"
 #include "engine/model/wrappers/parameter_sync.h"
@@ -276,7 +277,7 @@ void Reducer::handle_never_ready() {
 std::vector<bool> Reducer::agree_on_used() {
   at::Tensor used = at::zeros({static_cast<int64_t>(params_.size())}, at::kInt);
   for (size_t i = 0; i < params_.size(); ++i) used[i] = locally_used_[i] ? 1 : 0;
-  dist::all_reduce(used, "sum", group_);
+  dist::all_reduce_anywhere(used, "sum", group_);
   std::vector<bool> globally_used(params_.size());
   auto values = used.accessor<int, 1>();
   for (size_t i = 0; i < params_.size(); ++i) globally_used[i] = values[i] > 0;
@@ -303,7 +304,7 @@ void Reducer::rebuild_from_arrival_order() {
   at::Tensor order = at::empty({static_cast<int64_t>(params_.size())}, at::kLong);
   for (size_t i = 0; i < arrival_order_.size(); ++i)
     order[i] = static_cast<int64_t>(arrival_order_[i]);
-  dist::broadcast(order, group_->global_rank_of(0), group_);
+  dist::broadcast_anywhere(order, group_->global_rank_of(0), group_);
   std::vector<size_t> agreed(params_.size());
   auto values = order.accessor<int64_t, 1>();
   for (size_t i = 0; i < agreed.size(); ++i) agreed[i] = static_cast<size_t>(values[i]);
