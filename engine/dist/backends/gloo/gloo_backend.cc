@@ -102,7 +102,7 @@ class GlooWork : public Work {
         done = work_->wait(timeout);
       } catch (const std::exception& e) {
         if (!work_->isCompleted()) throw Timeout(message(timeout) + ": " + without_backtrace(e));
-        finish(failure(e, timeout));
+        finish(outcome(timeout));
       }
       if (!done && !finished_) throw Timeout(message(timeout));
       if (!finished_) finish(nullptr);
@@ -124,6 +124,22 @@ class GlooWork : public Work {
         (text.find("timeout") != std::string::npos || text.find("Timed out") != std::string::npos);
     if (timed_out) return std::make_exception_ptr(Timeout(message(timeout) + ": " + e.what()));
     return peer_failure(rank_, what_, e);
+  }
+
+  // A completed work's own outcome, not the wait's error: when the wait
+  // runs out as the work ends (Gloo's timeout and the wait's are often the
+  // same), the wait reports c10d's "Operation timed out!" while the work
+  // holds Gloo's error, or none.
+  std::exception_ptr outcome(std::chrono::milliseconds timeout) const {
+    const std::exception_ptr own = work_->exception();
+    if (!own) return nullptr;
+    try {
+      std::rethrow_exception(own);
+    } catch (const std::exception& e) {
+      return failure(e, timeout);
+    } catch (...) {
+      return own;
+    }
   }
 
   std::string message(std::chrono::milliseconds timeout) const {
