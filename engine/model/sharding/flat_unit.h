@@ -100,8 +100,8 @@ class FlatUnit {
   // Collective-free: takes each parameter's current (full) data as the
   // values to shard. All parameters share one dtype and device, else
   // InvalidArgument naming the unit.
-  // kWhole needs contiguous parameters and no mixed precision
-  // (InvalidArgument otherwise).
+  // kWhole needs contiguous parameters and no UnitCompute (InvalidArgument
+  // otherwise).
   FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
            UnitMemory* memory, Residency residency = Residency::kSharded, UnitCompute compute = {});
   ~FlatUnit();
@@ -128,15 +128,16 @@ class FlatUnit {
   int64_t unsharded_grad_bytes() const;
 
   // The gradient accumulators of the trainable parameters, in order, made
-  // anew for the gathered form (full shape, compute dtype), which gradients
-  // arrive in; the unit's own swaps between forms keep them. Hook them here:
-  // set_data would drop them at a change of dtype.
+  // anew for the gathered form (full shape, compute dtype and device), which
+  // gradients arrive in; the unit's own swaps between forms keep them. Hook
+  // them here: set_data would drop them at a change of dtype or device.
   std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators();
 
   // Parameters whole, in the compute dtype and device (a no-op where they
-  // already are: unsharded and not converted, or kWhole). start_gather() issues the
-  // all-gather and returns (a prefetch; its buffers count as gathered from
-  // then on); gather() finishes a started one or does the whole gather.
+  // already are: unsharded and not converted, or kWhole). start_gather()
+  // issues the all-gather and returns (a prefetch; its buffers count as
+  // gathered from then on); gather() finishes a started one or does the
+  // whole gather.
   void start_gather();
   void gather();
   // Gathered, or its all-gather in flight.
