@@ -42,7 +42,7 @@ void check_contiguous(const std::string& unit, const std::vector<UnitParameter>&
 
 void check_compute(const std::string& unit, Residency residency, const UnitCompute& compute) {
   if (residency == Residency::kSharded ||
-      (!compute.compute && !compute.reduce && !compute.device)) {
+      (!compute.dtype && !compute.reduce_dtype && !compute.device)) {
     return;
   }
   throw dist::InvalidArgument(dist::on_rank(
@@ -83,9 +83,9 @@ FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGrou
   const at::Tensor& first = params_.front().tensor;
   master_options_ = first.options().requires_grad(false);
   if (compute.device) master_options_ = master_options_.device(at::kCPU);
-  compute_options_ = master_options_.dtype(compute.compute.value_or(first.scalar_type()))
+  compute_options_ = master_options_.dtype(compute.dtype.value_or(first.scalar_type()))
                          .device(compute.device.value_or(first.device()));
-  reduce_dtype_ = compute.reduce.value_or(compute_options_.dtype().toScalarType());
+  reduce_dtype_ = compute.reduce_dtype.value_or(compute_options_.dtype().toScalarType());
   if (groups_.shard) {
     shard_size_ = groups_.shard->size();
     shard_rank_ = groups_.shard->rank();

@@ -58,19 +58,20 @@ struct UnitMemory {
 enum class Residency { kSharded, kWhole };
 
 // How the gathered parameters differ from the shards (kSharded only).
-//   compute  the dtype the gathered parameters take for forward and
-//            backward (mixed precision: the shard is cast before the
-//            all-gather, so the gather moves that dtype)
-//   reduce   the dtype gradients are reduced in (unset: compute)
-//   device   CPU offload: the shards, and the gradients the optimizer sees,
-//            rest on the CPU; the gathered parameters, their gradients and
-//            the unit's collectives live on this device (the shard is
-//            copied there for each gather, the reduced shard back)
+//   dtype         the dtype the gathered parameters take for forward and
+//                 backward (mixed precision: the shard is cast before the
+//                 all-gather, so the gather moves that dtype)
+//   reduce_dtype  the dtype gradients are reduced in (unset: dtype)
+//   device        CPU offload: the shards, and the gradients the optimizer
+//                 sees, rest on the CPU; the gathered parameters, their
+//                 gradients and the unit's collectives live on this device
+//                 (the shard is copied there for each gather, the reduced
+//                 shard back)
 // Unset: the parameters' own dtype and device. The shards, and the
 // gradients the optimizer sees, always stay in the parameters' own dtype.
 struct UnitCompute {
-  std::optional<at::ScalarType> compute;
-  std::optional<at::ScalarType> reduce;
+  std::optional<at::ScalarType> dtype;
+  std::optional<at::ScalarType> reduce_dtype;
   std::optional<c10::Device> device;
 };
 

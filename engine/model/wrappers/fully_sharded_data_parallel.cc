@@ -213,9 +213,7 @@ void MMFullyShardedDataParallel::place_on_device() {
   }
   for (const auto& buffer : module().buffers()) state.push_back(buffer);
   for (auto& tensor : state) {
-    if (!tensor.is_meta() && tensor.device() != *options_.device_id) {
-      tensor.set_data(tensor.to(*options_.device_id));
-    }
+    if (!tensor.is_meta() && tensor.device() != *device) tensor.set_data(tensor.to(*device));
   }
 }
 
