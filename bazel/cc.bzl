@@ -8,9 +8,9 @@ nothing of them.
 
 load("@rules_cc//cc:defs.bzl", _cc_binary = "cc_binary", _cc_library = "cc_library", _cc_test = "cc_test")
 
-# Bazel 4's default is -std=c++0x; the engine is C++17 (and LibTorch 1.13's
-# headers need C++14 at least).
-ENGINE_COPTS = ["-std=c++17"]
+# Bazel 4's default is -std=c++0x; the engine is C++20, which LibTorch 2.x's
+# headers require (1.13's compile under it too).
+ENGINE_COPTS = ["-std=c++20"]
 
 def cc_library(copts = [], **kwargs):
     _cc_library(copts = ENGINE_COPTS + copts, **kwargs)

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
 #include <torch/nn/functional/loss.h>
 
 namespace examples {
@@ -41,7 +42,7 @@ engine::model::TensorDict Classifier::forward(const engine::model::TensorDict& d
 }
 
 void draw_like_pytorch(at::Tensor& weight, at::Tensor& bias, at::Generator& rng) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const double bound = 1.0 / std::sqrt(static_cast<double>(weight.numel() / weight.size(0)));
   weight.uniform_(-bound, bound, rng);
   bias.uniform_(-bound, bound, rng);

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>

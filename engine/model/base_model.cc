@@ -1,6 +1,7 @@
 #include "engine/model/base_model.h"
 
 #include <ATen/core/grad_mode.h>
+#include <c10/core/GradMode.h>
 
 #include "engine/dist/errors.h"
 #include "engine/dist/helpers.h"
@@ -61,7 +62,7 @@ TensorDict BaseModel::train_step(const TensorDict& data, optim::OptimWrapper& op
 }
 
 TensorDict BaseModel::val_step(const TensorDict& data) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   return forward(preprocess(data, false), ForwardMode::kPredict);
 }
 

@@ -1,10 +1,12 @@
 #include "engine/model/batch_norm.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/nn/modules/batchnorm.h>
 
+#include "engine/compat/autograd.h"
 #include "engine/dist/collectives.h"
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
@@ -105,7 +107,7 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
   }
   const bool batch_stats = is_training() || !options_.track_running_stats;
   if (is_training() && options_.track_running_stats) {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     num_batches_tracked.add_(1);
   }
   if (batch_stats) {
@@ -123,7 +125,7 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
   at::Tensor output = at::batch_norm(input, weight, bias, mean, var, batch_stats, options_.momentum,
                                      options_.eps, false);
   if (is_training() && options_.track_running_stats) {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     running_mean.copy_(mean);
     running_var.copy_(var);
   }
@@ -143,7 +145,7 @@ at::Tensor BatchNormImpl::forward_synchronised(const at::Tensor& input,
                                                const dist::GroupPtr& group) {
   GroupStatistics stats = group_statistics(input.detach(), group);
   if (is_training() && options_.track_running_stats) {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     const double m = options_.momentum;
     running_mean.mul_(1 - m).add_(stats.mean.to(running_mean.scalar_type()), m);
     at::Tensor unbiased = stats.var * (stats.count / (stats.count - 1));
@@ -154,7 +156,7 @@ at::Tensor BatchNormImpl::forward_synchronised(const at::Tensor& input,
   at::Tensor x_hat = (input.detach() - per_channel(mean, input)) * per_channel(invstd, input);
   at::Tensor output;
   {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     output = weight.defined()
                  ? x_hat * per_channel(weight.detach(), input) + per_channel(bias.detach(), input)
                  : x_hat.clone();
@@ -163,8 +165,7 @@ at::Tensor BatchNormImpl::forward_synchronised(const at::Tensor& input,
                           (input.requires_grad() || (weight.defined() && weight.requires_grad()) ||
                            (bias.defined() && bias.requires_grad()));
   if (!needs_grad) return output;
-  auto node = std::shared_ptr<SyncBatchNormBackward>(new SyncBatchNormBackward(),
-                                                     torch::autograd::deleteNode);
+  auto node = compat::make_node<SyncBatchNormBackward>();
   node->group = group;
   node->x_hat = x_hat;
   node->invstd = invstd;

@@ -3,6 +3,7 @@
 // before the next exists, and ends as the same model initialised eagerly;
 // param_init_fn, device_id and cpu_offload from code and from config.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 #include <torch/optim/sgd.h>
 
@@ -39,7 +40,7 @@ nets::NetSpec spec() {
 // Exact values that depend on the tensor's shape and name and on `offset`,
 // never on the order the modules are initialised in.
 void fill(torch::nn::Module& module, double offset) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (const auto& item : module.named_parameters(/*recurse=*/false)) {
     at::Tensor value = item.value();
     value.copy_(at::arange(value.numel(), value.options()).reshape(value.sizes()) / 8 + offset);

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/GradMode.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -140,7 +141,7 @@ at::Tensor saved_rows(const ShardLayout& saved, int64_t begin, int64_t count,
 // the rest zeroed.
 void fill_rows(at::Tensor target, int64_t begin, int64_t count, const ShardLayout& saved,
                const PieceOf& piece_of, const std::string& what) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   target.zero_();
   if (count > 0) target.narrow(0, 0, count).copy_(saved_rows(saved, begin, count, piece_of, what));
 }
@@ -333,7 +334,7 @@ FullState gather_full(const ShardedState& mine) {
 void scatter_full(const FullState& full, ShardedState& mine, const std::string& source) {
   std::string missing;
   std::map<std::string, optim::ValueDict> optimizer;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (LocalShard& shard : mine.shards) {
     const auto param = full.params.find(shard.name);
     if (param == full.params.end()) {

@@ -1,5 +1,6 @@
 #include "engine/model/init/init_functions.h"
 
+#include <c10/core/GradMode.h>
 #include <torch/nn/init.h>
 
 #include <optional>
@@ -19,7 +20,7 @@ ParamInitFn weight_and_bias(registry::ConfigReader& config,
                             std::function<void(at::Tensor&)> weight) {
   const double bias = config.get("bias", 0.0);
   return [weight = std::move(weight), bias](torch::nn::Module& module) {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     if (auto found = own(module, "weight")) weight(*found);
     if (auto found = own(module, "bias")) found->fill_(bias);
   };

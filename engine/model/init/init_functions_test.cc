@@ -1,6 +1,7 @@
 #include "engine/model/init/init_functions.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/linear.h>
@@ -58,7 +59,7 @@ TEST(InitFunctions, EachFillsWeightAndBiasAsTorchInitDoes) {
     fn(*layer);
     at::Tensor want = at::empty({5, 3});
     at::manual_seed(7);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     c.weight(want);
     EXPECT_TRUE(at::equal(layer->weight, want));
     EXPECT_TRUE(at::equal(layer->bias, at::full({5}, c.bias)));

@@ -1,6 +1,7 @@
 #include "engine/model/sharding/flat_unit.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
@@ -104,7 +105,7 @@ FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGrou
     return;
   }
   flat_shard_ = at::empty({block_numel_}, master_options_);
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     copy_shard(params_[i].tensor.detach(), layouts_[i], shard_rank_, shard_view_of(i));
     full_.push_back(at::empty(params_[i].tensor.sizes(), compute_options_));
@@ -176,7 +177,7 @@ at::Tensor FlatUnit::gathered_blocks(const at::Tensor& flat_shard) const {
 }
 
 void FlatUnit::unshard_from(const at::Tensor& blocks) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     copy_from_blocks(blocks, offsets_[i], layouts_[i], full_[i].view({-1}));
     swap_data(params_[i].tensor, full_[i]);
@@ -192,12 +193,12 @@ at::Tensor FlatUnit::in_pool(const at::Tensor& t, const at::TensorOptions& optio
       .copy_(t);
 }
 
-std::vector<std::shared_ptr<torch::autograd::Node>> FlatUnit::grad_accumulators() {
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+std::vector<compat::NodePtr> FlatUnit::grad_accumulators() {
+  std::vector<compat::NodePtr> accumulators;
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& param = params_[i].tensor;
     if (!param.requires_grad()) continue;
-    torch::autograd::impl::set_grad_accumulator(param, {});
+    compat::forget_grad_accumulator(param);
     // Only the gathered form's metadata is read: its storage stays unallocated.
     if (!gathered_) swap_data(param, full_[i]);
     accumulators.push_back(torch::autograd::impl::grad_accumulator(param));
@@ -293,7 +294,7 @@ std::vector<LocalShard> FlatUnit::local_shards() const {
 
 void FlatUnit::load_local_shards(const std::vector<LocalShard>& shards) {
   enter_step();
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!shards[i].data.is_same(params_[i].tensor)) params_[i].tensor.copy_(shards[i].data);
   }

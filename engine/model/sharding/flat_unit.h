@@ -9,14 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/compat/autograd.h"
 #include "engine/dist/group.h"
 #include "engine/dist/work.h"
 #include "engine/model/sharding/buffer_pool.h"
 #include "engine/model/sharding/shard_layout.h"
-
-namespace torch::autograd {
-struct Node;
-}
 
 namespace engine::model::sharding {
 
@@ -132,7 +129,7 @@ class FlatUnit {
   // anew for the gathered form (full shape, compute dtype and device), which
   // gradients arrive in; the unit's own swaps between forms keep them. Hook
   // them here: set_data would drop them at a change of dtype or device.
-  std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators();
+  std::vector<compat::NodePtr> grad_accumulators();
 
   // Parameters whole, in the compute dtype and device (a no-op where they
   // already are: unsharded and not converted, or kWhole). start_gather()

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -201,7 +202,7 @@ void MMFullyShardedDataParallel::place_on_device() {
   if (!device) return;
   // "cuda" alone: the current device, as a tensor made there reports it.
   if (!device->has_index()) options_.device_id = at::empty({0}, *device).device();
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   std::vector<at::Tensor> state;
   if (options_.cpu_offload) {
     // The units' parameters are sharded onto the CPU from where they are.
@@ -287,7 +288,7 @@ void MMFullyShardedDataParallel::build_units(
 void MMFullyShardedDataParallel::cast_buffers() {
   const auto dtype = options_.mixed_precision.buffer_dtype;
   if (!dtype) return;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (const auto& item : module().named_buffers()) {
     at::Tensor buffer = item.value();
     if (!at::isFloatingType(buffer.scalar_type()) || buffer.scalar_type() == *dtype) continue;

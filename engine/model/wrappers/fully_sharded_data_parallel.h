@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/compat/autograd.h"
 #include "engine/dist/group.h"
 #include "engine/model/sharding/flat_unit.h"
 #include "engine/model/sharding/wrap_policy.h"
@@ -19,10 +20,6 @@
 #include "engine/optim/grad_norm.h"
 #include "engine/optim/grad_sync.h"
 #include "engine/optim/step_hook.h"
-
-namespace torch::autograd {
-struct Node;
-}
 
 namespace engine::model {
 
@@ -291,7 +288,7 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   std::vector<bool> awaiting_backward_;
   std::vector<bool> kept_for_backward_;
   size_t next_launch_ = 0;
-  std::vector<std::shared_ptr<torch::autograd::Node>> hooked_;  // one per hook key
+  std::vector<compat::NodePtr> hooked_;  // one per hook key
   std::vector<uintptr_t> hook_keys_;
   bool sync_enabled_ = true;
   bool backward_sync_ = true;

@@ -1,6 +1,7 @@
 #include "engine/model/wrappers/parameter_sync.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include <map>
@@ -80,7 +81,7 @@ void broadcast_from_first_rank(const std::vector<at::Tensor>& tensors,
   for (const auto& tensor : tensors) {
     by_kind[dtype_device_key(tensor)].push_back(tensor.detach());
   }
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (auto& [kind, members] : by_kind) {
     at::Tensor flat = torch::utils::flatten_dense_tensors(members);
     dist::broadcast_anywhere(flat, group->global_rank_of(0), group);

@@ -9,13 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/compat/autograd.h"
 #include "engine/dist/group.h"
 #include "engine/dist/work.h"
 #include "engine/optim/grad_sync.h"
-
-namespace torch::autograd {
-struct Node;
-}
 
 namespace engine::model {
 
@@ -95,7 +92,7 @@ class Reducer : public optim::GradSyncSwitch {
   ReducerOptions options_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<size_t, size_t>> location_;  // param -> (bucket, slot)
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<compat::NodePtr> accumulators_;
   std::vector<uintptr_t> hook_keys_;
 
   mutable std::mutex mutex_;
