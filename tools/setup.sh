@@ -29,3 +29,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# An official LibTorch 2.x for `--config=torch2` builds and PyTorch 2.x as
+# the reference (its Python side): the PyPI torch wheel, pinned, in a virtual
+# environment of the project's own (.venv). 2.14.1 is the newest release
+# built for CUDA 13.0 (the toolkit under /usr/local/cuda); 2.15 moves to 13.2.
+torch_wheel="torch==2.14.1"
+venv="$(cd "$(dirname "$0")/.." && pwd)/.venv"
+if ! "$venv/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.14.1")' \
+  2>/dev/null; then
+  echo "setup: installing $torch_wheel into $venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$torch_wheel"
+fi

@@ -1,52 +1,109 @@
-"""A repository for LibTorch, found in one place.
+"""The repository @libtorch: the LibTorch the engine builds against.
 
-Default: Debian's libtorch-dev (headers in /usr/include, libraries in
-/usr/lib/x86_64-linux-gnu). With LIBTORCH_HOME set (`--repo_env=LIBTORCH_HOME=`)
-it uses an official LibTorch folder instead (LIBTORCH_HOME/include, /lib).
+Two LibTorch builds, each in a package of the repository, and targets at its
+root that select one by `--define=libtorch=official` (`--config=torch2`):
+
+- //system: Debian's libtorch-dev (1.13, CPU only): headers in /usr/include,
+  libraries in /usr/lib/x86_64-linux-gnu, Gloo as Debian's libgloo.
+- //official: an official LibTorch 2.x: the folder LIBTORCH_HOME names
+  (`--repo_env=LIBTORCH_HOME=`, holding include/ and lib/), else the torch
+  package of the engine's own virtual environment (.venv, made by
+  tools/setup.sh from the pinned PyPI wheel). Beside a wheel's torch/ lie the
+  NVIDIA libraries it was built with (nvidia/nccl, nvidia/cu13): the nccl
+  backend uses that NCCL, the one LibTorch itself loads.
+
+Root targets: libtorch (ATen, c10, c10d, the pickler), frontend (the C++
+frontend: nn, optim), gloo (Gloo's own library, where Gloo's headers match
+the LibTorch's Gloo), cuda (the CUDA runtime and NCCL), and the config_setting
+`official`.
 """
 
 _HEADER_DIRS = ["ATen", "c10", "caffe2", "torch"]
 _LIBRARIES = ["libtorch.so", "libtorch_cpu.so", "libc10.so"]
 
-def _libtorch_repository_impl(ctx):
-    home = ctx.os.environ.get("LIBTORCH_HOME", "")
-    include_dir = home + "/include" if home else "/usr/include"
-    lib_dir = home + "/lib" if home else "/usr/lib/x86_64-linux-gnu"
-    for name in _HEADER_DIRS:
-        path = ctx.path(include_dir + "/" + name)
-        if not path.exists:
-            fail("LibTorch headers not found at %s: install libtorch-dev " % path +
-                 "(bash tools/setup.sh) or set LIBTORCH_HOME to a LibTorch folder")
-        ctx.symlink(path, "include/" + name)
-    for name in _LIBRARIES:
-        ctx.symlink(lib_dir + "/" + name, "lib/" + name)
-    # Debian ships Gloo as its own library (libgloo-dev); an official
-    # LibTorch has it inside libtorch_cpu.
-    has_libgloo = not home and ctx.path("/usr/lib/libgloo.so").exists
+# The engine's checkout, found through a file of its root package.
+_ENGINE_ROOT_FILE = Label("//:WORKSPACE")
 
-    # Debian's headers sit in /usr/include, which the compiler searches
-    # anyway and Bazel treats as the system's (as it does libc's: a new
-    # libtorch-dev needs `bazel clean`). Declaring them made every compile
-    # action's sandbox link all 8,000 of them: a cold build of
-    # //engine/dist/... took 214 s here against 160 s without. Only the C++
-    # frontend's, under a folder of their own, are declared. A LibTorch
-    # folder elsewhere (LIBTORCH_HOME) is declared whole.
-    if home:
-        headers = 'glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"])'
-        includes = '["include"]'
-    else:
-        headers = "[]"
-        includes = "[]"
-    ctx.template("BUILD", ctx.attr._build_template, {
-        "%{lib_dir}": lib_dir,
-        "%{gloo_linkopts}": '"-lgloo"' if has_libgloo else "",
-        "%{headers}": headers,
-        "%{includes}": includes,
+_ROOT_BUILD = """
+package(default_visibility = ["//visibility:public"])
+
+config_setting(
+    name = "official",
+    define_values = {"libtorch": "official"},
+)
+
+[alias(
+    name = name,
+    actual = select({
+        ":official": "//official:" + name,
+        "//conditions:default": "//system:" + name,
+    }),
+) for name in ["libtorch", "frontend", "gloo", "cuda"]]
+"""
+
+def _system_package(ctx):
+    ctx.symlink("/usr/include/torch", "system/include/torch")
+    for name in _LIBRARIES:
+        ctx.symlink("/usr/lib/x86_64-linux-gnu/" + name, "system/lib/" + name)
+    ctx.template("system/BUILD", ctx.attr._system_template, {
+        "%{gloo_linkopts}": '"-lgloo"' if ctx.path("/usr/lib/libgloo.so").exists else "",
     })
+
+def _official_home(ctx):
+    home = ctx.os.environ.get("LIBTORCH_HOME", "")
+    if home:
+        return ctx.path(home)
+    venv_lib = ctx.path(_ENGINE_ROOT_FILE).dirname.get_child(".venv").get_child("lib")
+    if venv_lib.exists:
+        for python in venv_lib.readdir():
+            torch = python.get_child("site-packages").get_child("torch")
+            if torch.exists:
+                return torch
+    return None
+
+def _official_package(ctx):
+    home = _official_home(ctx)
+    if not home or not home.get_child("include").exists:
+        ctx.file("official/BUILD", "fail(%r)\n" % (
+            "no official LibTorch: run `bash tools/setup.sh` (it installs the pinned " +
+            "torch wheel into .venv) or set --repo_env=LIBTORCH_HOME=/path/to/libtorch"
+        ))
+        return
+    for name in _HEADER_DIRS:
+        ctx.symlink(home.get_child("include").get_child(name), "official/include/" + name)
+    for name in _LIBRARIES:
+        ctx.symlink(home.get_child("lib").get_child(name), "official/lib/" + name)
+
+    # A wheel's NVIDIA libraries: LibTorch's own CUDA runtime and NCCL.
+    nvidia = home.dirname.get_child("nvidia")
+    nvidia_libs = []
+    if nvidia.exists:
+        for part in nvidia.readdir():
+            if part.get_child("lib").exists:
+                nvidia_libs.append(str(part.get_child("lib")))
+    has_wheel_nccl = nvidia.get_child("nccl").get_child("include").exists
+    if has_wheel_nccl:
+        ctx.symlink(nvidia.get_child("nccl"), "official/nvidia/nccl")
+        ctx.symlink(nvidia.get_child("cu13"), "official/nvidia/cu13")
+    ctx.template("official/BUILD", ctx.attr._official_template, {
+        "%{lib_dir}": str(home.get_child("lib")),
+        # ld resolves libtorch_cuda's NVIDIA libraries here, not in the
+        # toolkit's older copies on the system's search path.
+        "%{rpath_links}": repr(["-Wl,-rpath-link," + lib for lib in nvidia_libs]),
+        "%{cuda}": '":wheel_cuda"' if has_wheel_nccl else '"@cuda"',
+    })
+
+def _libtorch_repository_impl(ctx):
+    ctx.file("BUILD", _ROOT_BUILD)
+    _system_package(ctx)
+    _official_package(ctx)
 
 libtorch_repository = repository_rule(
     implementation = _libtorch_repository_impl,
     environ = ["LIBTORCH_HOME"],
-    attrs = {"_build_template": attr.label(default = Label("//third_party/libtorch:libtorch.BUILD.tpl"))},
+    attrs = {
+        "_system_template": attr.label(default = Label("//third_party/libtorch:system.BUILD.tpl")),
+        "_official_template": attr.label(default = Label("//third_party/libtorch:official.BUILD.tpl")),
+    },
     local = True,
 )
