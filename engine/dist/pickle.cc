@@ -19,13 +19,47 @@ std::mutex& pickler_mutex() {
   return mutex;
 }
 
+// An empty view may start past the end of its storage (a slice of an empty
+// tensor at offset 1). The pickler writes such a tensor as it is, and
+// LibTorch 2.x's unpickler refuses it ("storage offset 1 is out of bounds
+// for storage of size 0"): it travels as an empty tensor of the same shape,
+// strides and dtype at offset 0, which holds the same (no) values. Every
+// other value is kept as it is.
+c10::IValue loadable(const c10::IValue& value) {
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    if (!t.defined() || t.numel() > 0 || t.storage_offset() == 0) return value;
+    return at::empty_strided(t.sizes(), t.strides(), t.options()).requires_grad_(t.requires_grad());
+  }
+  if (value.isList()) {
+    c10::impl::GenericList out(value.toList().elementType());
+    for (const c10::IValue& element : value.toListRef()) out.push_back(loadable(element));
+    return out;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> elements;
+    for (const c10::IValue& element : value.toTupleRef().elements()) {
+      elements.push_back(loadable(element));
+    }
+    return c10::ivalue::Tuple::create(std::move(elements));
+  }
+  if (value.isGenericDict()) {
+    const c10::impl::GenericDict dict = value.toGenericDict();
+    c10::impl::GenericDict out(dict.keyType(), dict.valueType());
+    for (const auto& entry : dict) out.insert(entry.key(), loadable(entry.value()));
+    return out;
+  }
+  return value;
+}
+
 }  // namespace
 
 at::Tensor pickle(const c10::IValue& value) {
   std::vector<char> bytes;
+  const c10::IValue saved = loadable(value);
   {
     std::lock_guard<std::mutex> lock(pickler_mutex());
-    bytes = torch::jit::pickle_save(value);
+    bytes = torch::jit::pickle_save(saved);
   }
   at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
   std::memcpy(out.data_ptr(), bytes.data(), bytes.size());

@@ -9,6 +9,9 @@ namespace engine::dist {
 
 // An IValue as a 1-D uint8 tensor in the torch.save format, and back.
 // unpickle throws DistError naming `what` when the bytes are not a pickle.
+// Every tensor comes back with its shape, strides, dtype and values (an
+// empty view at a storage offset comes back at offset 0: LibTorch 2.x loads
+// no other form of it).
 at::Tensor pickle(const c10::IValue& value);
 c10::IValue unpickle(const at::Tensor& bytes, const std::string& what);
 

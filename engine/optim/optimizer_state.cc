@@ -91,6 +91,11 @@ OptimizerState parse(InputArchive& archive) {
   return out;
 }
 
+// The key of the i-th parameter in a built archive. LibTorch names a
+// parameter by its TensorImpl's address, and from 2.x its load() parses each
+// key back into one (std::stoull): keys are decimal numbers, never 0.
+std::string parameter_key(size_t i) { return std::to_string(i + 1); }
+
 void build(OutputArchive& archive, const OptimizerState& state) {
   const auto unit = archive.compilation_unit();
   archive.write("pytorch_version", c10::IValue("1.5.0"));
@@ -99,7 +104,7 @@ void build(OutputArchive& archive, const OptimizerState& state) {
     if (state.params[i].empty()) continue;
     OutputArchive param(unit);
     write_values(param, state.params[i]);
-    states.write("p" + std::to_string(i), param);
+    states.write(parameter_key(i), param);
   }
   archive.write("state", states);
   OutputArchive groups(unit);
@@ -110,7 +115,7 @@ void build(OutputArchive& archive, const OptimizerState& state) {
     OutputArchive group(unit);
     group.write("params/size", at::scalar_tensor(state.group_sizes[g], at::kLong));
     for (int64_t i = 0; i < state.group_sizes[g]; ++i) {
-      group.write("params/" + std::to_string(i), c10::IValue("p" + std::to_string(next++)));
+      group.write("params/" + std::to_string(i), c10::IValue(parameter_key(next++)));
     }
     OutputArchive options(unit);
     write_values(options, state.group_options[g]);

@@ -34,8 +34,8 @@ ValueDict empty_value_dict();
 
 OptimizerState optimizer_state(const torch::optim::Optimizer& optimizer);
 
-// Replaces `optimizer`'s state and group options with `state` (LibTorch's
-// own load() keeps the options; PyTorch's load_state_dict does not). Throws
+// Replaces `optimizer`'s state and group options with `state`, as PyTorch's
+// load_state_dict does (LibTorch 1.13's own load() keeps the options). Throws
 // InvalidArgument if the groups or their sizes differ from the optimizer's.
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerState& state);
 
