@@ -155,8 +155,10 @@ TEST(ChromeTrace, OneSlicePerCallOneProcessPerRank) {
 class RecordFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(std::getenv("TEST_TMPDIR")) /
+    // TempDir: Bazel's TEST_TMPDIR, else the system's (a run outside Bazel).
+    dir_ = std::filesystem::path(::testing::TempDir()) /
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
   void write(const std::string& name, const std::string& text) {
