@@ -1,0 +1,54 @@
+# The suites the GPU runner (ci/gpu.sh) runs, built with CMake where no Bazel
+# is: the collectives' and sharded-training properties, the helpers, the DDP
+# equivalence in processes, the nccl backend's test and the demo; and the
+# engine's unit tests, which its rehearsal runs (in unit/). Their
+# sources are the Bazel targets' (cmake/sources.cmake); GoogleTest and
+# RapidCheck are found as packages (ci/gpu_deps.sh carries Debian's where
+# the machine has none).
+find_package(GTest REQUIRED)
+find_package(rapidcheck REQUIRED)
+
+dist_engine_sources(support_sources ${DIST_ENGINE_TEST_SUPPORT_SOURCES})
+# Both run before main: the seed policy and the reproduce-line printer.
+foreach(file IN ITEMS testing/test_main.cc third_party/system/rapidcheck_seed.cc)
+  list(REMOVE_ITEM support_sources "${CMAKE_CURRENT_SOURCE_DIR}/${file}")
+endforeach()
+add_library(dist_engine_test_support STATIC ${support_sources})
+target_link_libraries(dist_engine_test_support PUBLIC dist_engine dist_engine_sim GTest::gtest rapidcheck)
+# The executables below compile with the same flags (no -fPIC), so they share
+# this target's precompiled headers.
+target_precompile_headers(dist_engine_test_support PRIVATE cmake/precompiled.h)
+add_library(dist_engine_rapidcheck_seed OBJECT third_party/system/rapidcheck_seed.cc)
+
+# NAME: the Bazel target it stands for, which also names its RapidCheck seed
+# (TEST_TARGET, as Bazel sets it).
+function(dist_engine_suite name source)
+  add_executable(${name} ${source} $<TARGET_OBJECTS:dist_engine_rapidcheck_seed> ${ARGN})
+  target_link_libraries(${name} PRIVATE dist_engine_test_support)
+  target_precompile_headers(${name} REUSE_FROM dist_engine_test_support)
+endfunction()
+
+dist_engine_suite(movement_property_test testing/movement_property_test.cc testing/test_main.cc)
+dist_engine_suite(reduction_property_test testing/reduction_property_test.cc testing/test_main.cc)
+dist_engine_suite(helpers_test testing/helpers_test.cc testing/test_main.cc)
+dist_engine_suite(sharded_equivalence_property_test
+                  testing/model/sharded_equivalence_property_test.cc testing/test_main.cc)
+dist_engine_suite(ddp_equivalence testing/process/ddp_equivalence_main.cc)
+
+add_executable(nccl_backend_test engine/dist/backends/nccl/nccl_backend_test.cc)
+target_link_libraries(nccl_backend_test PRIVATE dist_engine GTest::gtest_main)
+if(DIST_ENGINE_WITH_NCCL)
+  target_compile_definitions(nccl_backend_test PRIVATE ENGINE_WITH_CUDA)
+endif()
+
+foreach(source IN LISTS DIST_ENGINE_UNIT_TEST_SOURCES)
+  get_filename_component(name "${source}" NAME_WE)
+  add_executable(unit_${name} ${source} $<TARGET_OBJECTS:dist_engine_rapidcheck_seed>)
+  target_link_libraries(unit_${name} PRIVATE dist_engine_test_support GTest::gtest_main)
+  target_precompile_headers(unit_${name} REUSE_FROM dist_engine_test_support)
+  set_target_properties(unit_${name} PROPERTIES OUTPUT_NAME ${name} RUNTIME_OUTPUT_DIRECTORY unit)
+endforeach()
+
+dist_engine_sources(demo_sources ${DIST_ENGINE_DEMO_SOURCES})
+add_executable(train ${demo_sources})
+target_link_libraries(train PRIVATE dist_engine dist_engine_sim ZLIB::ZLIB)
