@@ -1,20 +1,93 @@
 #!/usr/bin/env bash
-# The GPU job (ci/gpu-job.yml runs it on a GPU runner): builds the engine with
-# --config=cuda against a CUDA LibTorch and runs, with nccl, every test tagged
-# "gpu": the collectives' property suites with one rank per GPU of the node
-# (engine-launch), plus the nccl backend's own test.
-#   LIBTORCH_HOME=/opt/libtorch bash ci/gpu.sh
-# Needs: the NVIDIA driver and at least 2 GPUs, the CUDA toolkit with NCCL in
-# /usr/local/cuda, and LIBTORCH_HOME pointing at a CUDA build of LibTorch (the
-# folder holding include/ and lib/; Debian's libtorch is CPU-only).
+# The GPU runner: one command that builds the engine and its GPU suites with
+# CMake against the machine's PyTorch (no Bazel, no network), then runs the
+# nccl backend's test and the engine's unit tests, and on nccl with CUDA
+# tensors: the collectives' property suites, the helpers (*_anywhere) and the
+# sharded-training equivalence (cpu_offload drawn) in 2 processes on one GPU,
+# the sharded one in 1 too; the DDP equivalence in 2 processes; the demo on
+# 2 ranks. Two ranks share the one GPU as if on two hosts (ci/gpu_rank.sh).
+#
+#   bash ci/gpu.sh              on a GPU machine (python3 has a CUDA torch)
+#   bash ci/gpu.sh --rehearse   anywhere else: the same build, the nccl
+#                               backend's own test, the unit tests, the
+#                               suites and the demo on the simulator; stops
+#                               where a GPU is needed (CI runs it offline,
+#                               without Bazel)
+#
+# Needs python3 with torch (or TORCH_PYTHON), cmake and ninja; GoogleTest,
+# RapidCheck, nlohmann-json and zlib as packages, or carried in .gpu-deps
+# (ci/gpu_deps.sh). Logs go to $OUT (the device tool brings it back), else
+# build/gpu/logs. Exits non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
-if [[ -z ${LIBTORCH_HOME:-} ]]; then
-  echo "ci/gpu.sh: set LIBTORCH_HOME to a CUDA build of LibTorch" >&2
-  exit 2
+mode=${1:-}
+python=${TORCH_PYTHON:-python3}
+build=build/gpu
+logs=${OUT:-$build/logs}
+mkdir -p "$logs"
+started=$SECONDS
+
+torch_cmake=$("$python" -W ignore -c 'import torch; print(torch.utils.cmake_prefix_path)')
+"$python" -W ignore -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' |
+  tee "$logs/machine.txt"
+cmake -S . -B "$build" -G Ninja -DDIST_ENGINE_GPU_SUITES=ON \
+  -DCMAKE_PREFIX_PATH="$torch_cmake;$PWD/.gpu-deps/usr" >"$logs/configure.log" 2>&1 ||
+  { tail -40 "$logs/configure.log"; exit 1; }
+cmake --build "$build" >"$logs/build.log" 2>&1 || { grep -A3 "error:\|FAILED:" "$logs/build.log" | tail -40; exit 1; }
+echo "built in $((SECONDS - started)) s"
+
+passed=0
+failed=0
+# run NAME COMMAND...: its output in $logs/NAME.log, a line here.
+run() {
+  local name=$1
+  shift
+  local start=$SECONDS
+  # A temporary folder of its own, as Bazel gives each test.
+  export TEST_TMPDIR="$PWD/$build/tmp/$name"
+  rm -rf "$TEST_TMPDIR" && mkdir -p "$TEST_TMPDIR"
+  if timeout 300 "$@" >"$logs/$name.log" 2>&1; then
+    passed=$((passed + 1))
+    echo "PASS $name ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name ($((SECONDS - start)) s)"
+    tail -25 "$logs/$name.log"
+  fi
+}
+# on_gpu NAME RANKS SUITE ARGS...: the suite in RANKS processes on nccl.
+on_gpu() {
+  local name=$1 ranks=$2
+  shift 2
+  run "$name" env HARNESS_BACKEND=nccl RC_PARAMS="seed=1" \
+    "$build/engine-launch" --nproc-per-node "$ranks" ci/gpu_rank.sh "$@"
+}
+
+run nccl_backend_test "$build/nccl_backend_test"
+for unit_test in "$build"/unit/*; do
+  run "unit_$(basename "$unit_test")" "$unit_test"
+done
+if [[ $mode == --rehearse ]]; then
+  # The same suites and demo on the simulator (CPU tensors), against this
+  # LibTorch.
+  for suite in movement_property_test reduction_property_test helpers_test \
+    sharded_equivalence_property_test; do
+    run "${suite}_sim" env RC_PARAMS="seed=1" "$build/$suite"
+  done
+  run demo_sim_2 "$build/train" --config examples/train_config.json --ranks 2 --iters 60 \
+    --work-dir "$build/demo"
+  echo "gpu rehearsal: ${passed} passed, ${failed} failed; stopped where a GPU is needed"
+  exit $((failed > 0))
 fi
-nvidia-smi -L
-mapfile -t gpu_tests < <(bazel query 'attr(tags, "\bgpu\b", //...)')
-bazel test --config=cuda --repo_env=LIBTORCH_HOME="$LIBTORCH_HOME" --test_output=errors \
-  "${gpu_tests[@]}" //engine/dist/backends/nccl/...
+
+nvidia-smi -L | tee -a "$logs/machine.txt"
+on_gpu reduction_nccl_2 2 "$build/reduction_property_test"
+on_gpu movement_nccl_2 2 "$build/movement_property_test"
+on_gpu helpers_nccl_2 2 "$build/helpers_test" --gtest_filter='Anywhere*'
+on_gpu sharded_equivalence_nccl_1 1 "$build/sharded_equivalence_property_test"
+on_gpu sharded_equivalence_nccl_2 2 "$build/sharded_equivalence_property_test"
+on_gpu ddp_equivalence_nccl_2 2 "$build/ddp_equivalence" nccl
+on_gpu demo_nccl_2 2 "$build/train" --config examples/train_config.json --launcher pytorch \
+  --backend nccl --iters 60 --work-dir "$build/demo"
+echo "gpu: ${passed} passed, ${failed} failed in $((SECONDS - started)) s"
+exit $((failed > 0))

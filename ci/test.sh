@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # The whole test suite, as README.md's second command and CI run it: installs
-# what is missing, runs every test (the simulator suites in-process, the
-# process suites over mpi and gloo in 2 and 4 processes, engine-launch's
-# tests), the consumer example workspace's tests, then the simulator suites
-# again under ThreadSanitizer, then builds
-# the nccl backend with --config=cuda. First, that the README and docs/ name
-# only files that exist. Exits non-zero if anything fails.
+# what is missing, runs every test against Debian's LibTorch 1.13 (the
+# simulator suites in-process, the process suites over mpi and gloo in 2 and
+# 4 processes, engine-launch's tests), the consumer example workspace's
+# tests, the simulator suites again under ThreadSanitizer, and builds the
+# nccl backend with --config=cuda; then, against the official LibTorch 2.x
+# (the pinned wheel in .venv), the GPU runner's rehearsal (a CMake build of
+# the engine and the GPU suites, offline and without Bazel, running them on
+# the simulator) and the CMake consumer. First, that the README and docs/
+# name only files that exist, and that the CMake build lists the same files
+# as Bazel. Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 bash tools/check_docs.sh
+python3 tools/cmake/sources.py --check
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -31,6 +36,21 @@ bazel test --config=tsan -- //sim/... //testing/... -//testing/process/... -//te
 # GPU its test checks that creating it fails with a clear error.
 bazel test --config=cuda //engine/dist/backends/nccl/... 2>&1 | tee -a "$log"
 
-# One closing line for readers of the log: test targets passed over all runs.
+# LibTorch 2.x. The GPU runner as a GPU machine runs it, up to where a GPU is
+# needed: no network (a network namespace of its own), no Bazel (a bazel on
+# the PATH that fails), the carried GoogleTest and RapidCheck (.gpu-deps).
+bash ci/gpu_deps.sh
+no_bazel=$(mktemp -d)
+printf '#!/bin/sh\necho "the GPU machines have no Bazel" >&2\nexit 127\n' >"$no_bazel/bazel"
+chmod +x "$no_bazel/bazel"
+PATH="$no_bazel:$PATH" TORCH_PYTHON=.venv/bin/python unshare -n bash ci/gpu.sh --rehearse 2>&1 |
+  tee -a "$log"
+rm -rf "$no_bazel"
+bash ci/cmake.sh 2>&1 | tee -a "$log"
+
+# One closing line for readers of the log: test targets, rehearsal steps and
+# CMake tests passed over all runs.
 passed=$(grep -oE '[0-9]+ tests? pass' "$log" | awk '{sum += $1} END {print sum + 0}')
-echo "bazel: ${passed} passed, 0 failed"
+rehearsed=$(grep -oE '^gpu rehearsal: [0-9]+ passed' "$log" | grep -oE '[0-9]+')
+cmake_tests=$(grep -oE '[0-9]+ tests failed out of [0-9]+' "$log" | awk '{print $NF}')
+echo "all: $((passed + rehearsed + cmake_tests)) passed, 0 failed"
