@@ -1,15 +1,16 @@
 # The suites the GPU runner (ci/gpu.sh) runs, built with CMake where no Bazel
 # is: the collectives' and sharded-training properties, the helpers, the DDP
-# equivalence in processes, the nccl backend's test and the demo; and the
-# engine's unit tests, which its rehearsal runs (in unit/). Their
-# sources are the Bazel targets' (cmake/sources.cmake); GoogleTest and
-# RapidCheck are found as packages (ci/gpu_deps.sh carries Debian's where
-# the machine has none).
+# equivalence in processes, the nccl backend's test, the engine's unit tests
+# (in unit/) and the demo. Their sources are the Bazel targets'
+# (cmake/sources.cmake); GoogleTest and RapidCheck are found as packages
+# (ci/gpu_deps.sh carries Debian's where the machine has none).
 find_package(GTest REQUIRED)
 find_package(rapidcheck REQUIRED)
 
 dist_engine_sources(support_sources ${DIST_ENGINE_TEST_SUPPORT_SOURCES})
-# Both run before main: the seed policy and the reproduce-line printer.
+# Linked into each binary instead: the seed policy, which must run before
+# main in every binary, and test_main, which ddp_equivalence (its own main)
+# must not have.
 foreach(file IN ITEMS testing/test_main.cc third_party/system/rapidcheck_seed.cc)
   list(REMOVE_ITEM support_sources "${CMAKE_CURRENT_SOURCE_DIR}/${file}")
 endforeach()
@@ -20,8 +21,7 @@ target_link_libraries(dist_engine_test_support PUBLIC dist_engine dist_engine_si
 target_precompile_headers(dist_engine_test_support PRIVATE cmake/precompiled.h)
 add_library(dist_engine_rapidcheck_seed OBJECT third_party/system/rapidcheck_seed.cc)
 
-# NAME: the Bazel target it stands for, which also names its RapidCheck seed
-# (TEST_TARGET, as Bazel sets it).
+# A suite named after the Bazel target it stands for.
 function(dist_engine_suite name source)
   add_executable(${name} ${source} $<TARGET_OBJECTS:dist_engine_rapidcheck_seed> ${ARGN})
   target_link_libraries(${name} PRIVATE dist_engine_test_support)
