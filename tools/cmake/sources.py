@@ -8,6 +8,7 @@ and exits 1, naming what differs, when the committed file is stale (CI runs
 it). Run from the repository root: python3 tools/cmake/sources.py [--check]
 """
 
+import difflib
 import os
 import subprocess
 import sys
@@ -51,7 +52,7 @@ def files_of(targets):
     # //engine/dist:group.cc -> engine/dist/group.cc; files only.
     files = [label[2:].replace(":", "/") for label in labels
              if label.startswith("//") and "." in label.rsplit(":", 1)[1]]
-    return sorted(f.replace("//", "/") for f in files)
+    return sorted(files)
 
 
 def generate():
@@ -72,7 +73,6 @@ def main():
         if committed != text:
             sys.stderr.write(OUTPUT + " differs from the Bazel build's source lists: "
                              "run python3 tools/cmake/sources.py and commit the result\n")
-            import difflib
             sys.stderr.writelines(difflib.unified_diff(
                 committed.splitlines(True), text.splitlines(True), OUTPUT, "bazel query"))
             return 1
