@@ -16,15 +16,19 @@
 #
 # Needs python3 with torch (or TORCH_PYTHON), cmake and ninja; GoogleTest,
 # RapidCheck, nlohmann-json and zlib as packages, or carried in .gpu-deps
-# (ci/gpu_deps.sh). Logs go to $OUT (the device tool brings it back), else
-# build/gpu/logs. Exits non-zero if anything failed.
+# (ci/gpu_deps.sh). Logs go to build/gpu/logs, and where $OUT is set (the
+# device tool brings back what is under it, a few files at most) as one
+# archive, $OUT/gpu-logs.tar.gz. Exits non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
 python=${TORCH_PYTHON:-python3}
 build=build/gpu
-logs=${OUT:-$build/logs}
-mkdir -p "$logs"
+logs=$build/logs
+rm -rf "$logs" && mkdir -p "$logs"
+if [[ -n ${OUT:-} ]]; then
+  trap 'tar czf "$OUT/gpu-logs.tar.gz" -C "$build" logs' EXIT
+fi
 started=$SECONDS
 
 torch_cmake=$("$python" -W ignore -c 'import torch; print(torch.utils.cmake_prefix_path)')
