@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include <cstring>
@@ -166,12 +167,23 @@ NcclBackend::~NcclBackend() {
   cudaStreamDestroy(stream_);
 }
 
-void NcclBackend::check_cuda(const at::Tensor& t) const {
+void NcclBackend::admit(const at::Tensor& t) const {
   if (!t.is_cuda()) {
     throw InvalidArgument(
         on_rank(world_rank_, "the nccl backend moves CUDA tensors only, got one on " +
                                  t.device().str() + ": move it to the GPU or use gloo"));
   }
+  // c10's guard for CUDA hands out the caller's current stream and events on
+  // it (a CUDA event behind the void*) without linking c10_cuda, which
+  // Debian's CPU-only LibTorch lacks.
+  const auto* cuda = c10::impl::getDeviceGuardImpl(c10::kCUDA);
+  const auto index = static_cast<c10::DeviceIndex>(device_);
+  void* event = nullptr;
+  cuda->record(&event, cuda->getStream(c10::Device(c10::kCUDA, index)), index,
+               c10::EventFlag::PYTORCH_DEFAULT);
+  const cudaError_t waited = cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event), 0);
+  cuda->destroyEvent(event, index);
+  check(waited, "cudaStreamWaitEvent", world_rank_);
 }
 
 WorkPtr NcclBackend::enqueued(const char* what, std::vector<at::Tensor> keep_alive) const {
@@ -182,7 +194,7 @@ WorkPtr NcclBackend::enqueued(const char* what, std::vector<at::Tensor> keep_ali
 }
 
 WorkPtr NcclBackend::all_reduce(at::Tensor& t, ReduceOp op) {
-  check_cuda(t);
+  admit(t);
   check(ncclAllReduce(t.data_ptr(), t.data_ptr(), count_of(t),
                       datatype_of(t.scalar_type(), world_rank_),
                       op_of(t.scalar_type(), op, world_rank_), comm_, stream_),
@@ -191,7 +203,7 @@ WorkPtr NcclBackend::all_reduce(at::Tensor& t, ReduceOp op) {
 }
 
 WorkPtr NcclBackend::broadcast(at::Tensor& t, int root) {
-  check_cuda(t);
+  admit(t);
   check(ncclBroadcast(t.data_ptr(), t.data_ptr(), count_of(t),
                       datatype_of(t.scalar_type(), world_rank_), root, comm_, stream_),
         "broadcast", world_rank_);
@@ -199,7 +211,7 @@ WorkPtr NcclBackend::broadcast(at::Tensor& t, int root) {
 }
 
 WorkPtr NcclBackend::reduce(at::Tensor& t, int root, ReduceOp op) {
-  check_cuda(t);
+  admit(t);
   // The result lands on the root only; other ranks' tensors are only read.
   check(
       ncclReduce(t.data_ptr(), t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), world_rank_),
@@ -209,7 +221,7 @@ WorkPtr NcclBackend::reduce(at::Tensor& t, int root, ReduceOp op) {
 }
 
 WorkPtr NcclBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
-  check_cuda(input);
+  admit(input);
   const auto type = datatype_of(input.scalar_type(), world_rank_);
   check(ncclGroupStart(), "group", world_rank_);
   for (int r = 0; r < size_; ++r) {
@@ -225,7 +237,7 @@ WorkPtr NcclBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tens
 }
 
 WorkPtr NcclBackend::gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
-  check_cuda(input);
+  admit(input);
   const auto type = datatype_of(input.scalar_type(), world_rank_);
   check(ncclGroupStart(), "group", world_rank_);
   check(ncclSend(input.data_ptr(), count_of(input), type, root, comm_, stream_), "gather",
@@ -241,7 +253,7 @@ WorkPtr NcclBackend::gather(std::vector<at::Tensor>& outputs, const at::Tensor& 
 }
 
 WorkPtr NcclBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) {
-  check_cuda(output);
+  admit(output);
   const auto type = datatype_of(output.scalar_type(), world_rank_);
   check(ncclGroupStart(), "group", world_rank_);
   for (int r = 0; rank_ == root && r < size_; ++r) {
@@ -263,14 +275,14 @@ WorkPtr NcclBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Te
 
 WorkPtr NcclBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input,
                                            ReduceOp op) {
-  check_cuda(output);
-  check_cuda(input);
   // NCCL reads the input as it writes: only its own in-place layout, the
   // output at block `rank`, may overlap it.
   const bool in_place =
       output.data_ptr() == static_cast<char*>(input.data_ptr()) + rank_ * output.nbytes();
   const bool apart = at::get_overlap_status(output, input) == at::MemOverlapStatus::No;
   const at::Tensor source = in_place || apart ? input : input.clone();
+  admit(output);
+  admit(source);  // after the clone, which runs on the current stream
   check(ncclReduceScatter(source.data_ptr(), output.data_ptr(), count_of(output),
                           datatype_of(output.scalar_type(), world_rank_),
                           op_of(output.scalar_type(), op, world_rank_), comm_, stream_),
@@ -280,7 +292,7 @@ WorkPtr NcclBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor&
 
 WorkPtr NcclBackend::all_to_all(std::vector<at::Tensor>& outputs,
                                 const std::vector<at::Tensor>& inputs) {
-  check_cuda(inputs.at(0));
+  admit(inputs.at(0));
   const auto type = datatype_of(inputs[0].scalar_type(), world_rank_);
   check(ncclGroupStart(), "group", world_rank_);
   for (int r = 0; r < size_; ++r) {
@@ -302,7 +314,7 @@ WorkPtr NcclBackend::barrier() {
 }
 
 WorkPtr NcclBackend::send(const at::Tensor& t, int dst, int) {
-  check_cuda(t);
+  admit(t);
   check(ncclSend(t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), world_rank_), dst, comm_,
                  stream_),
         "send", world_rank_);
@@ -310,7 +322,7 @@ WorkPtr NcclBackend::send(const at::Tensor& t, int dst, int) {
 }
 
 WorkPtr NcclBackend::recv(at::Tensor& t, int src, int) {
-  check_cuda(t);
+  admit(t);
   check(ncclRecv(t.data_ptr(), count_of(t), datatype_of(t.scalar_type(), world_rank_), src, comm_,
                  stream_),
         "recv", world_rank_);

@@ -16,7 +16,9 @@ namespace engine::dist::nccl {
 // Built only with `--config=cuda` (then registered as "nccl"). The
 // communicator id travels through c10d's TCPStore (rank 0 hosts it at
 // MASTER_ADDR:MASTER_PORT). Every call is enqueued on the backend's own
-// stream and returns a Work over a CUDA event; Work::wait(timeout) gives up
+// stream, after what the caller's current stream holds at the call (as c10d
+// orders its NCCL stream), and returns a Work over a CUDA event;
+// Work::wait(timeout) blocks the host until the call is done, or gives up
 // with Timeout (NCCL cannot cancel a started collective: end the job).
 //
 // NCCL has no bitwise reductions: band/bor/bxor work on bool (as min/max) and
@@ -53,7 +55,10 @@ class NcclBackend : public Backend {
   std::shared_ptr<Backend> split(const std::vector<int>& ranks) override;
 
  private:
-  void check_cuda(const at::Tensor& t) const;
+  // Throws InvalidArgument unless `t` is a CUDA tensor; then makes the
+  // backend's stream wait for the kernels queued so far on the caller's
+  // current stream, which may still be writing (or reading) `t`.
+  void admit(const at::Tensor& t) const;
   // Records an event after what was enqueued and wraps it in a Work.
   WorkPtr enqueued(const char* what, std::vector<at::Tensor> keep_alive) const;
 
