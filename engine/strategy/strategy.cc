@@ -97,6 +97,10 @@ DDPStrategy::DDPStrategy(EnvOptions env, DDPStrategyOptions options)
 }
 
 std::shared_ptr<model::BaseModel> DDPStrategy::wrap_model(std::shared_ptr<model::BaseModel> model) {
+  // Where the collectives take their tensors: the rank's GPU on nccl (as
+  // mmengine's model.to(get_device()) with device_ids=[LOCAL_RANK]); the CPU
+  // on gloo and mpi, which move host memory only.
+  model->to(dist::get_comm_device());
   if (options_.sync_bn) model::convert_sync_batchnorm(*model);
   registry::Json config = options_.model_wrapper;
   if (!config.contains("broadcast_buffers")) config["broadcast_buffers"] = false;

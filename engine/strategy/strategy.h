@@ -182,6 +182,9 @@ struct DDPStrategyOptions {
   std::optional<std::string> sync_bn;
 };
 
+// Wraps the model, moved first to the device the default group's
+// collectives take (the rank's GPU on nccl, the CPU on gloo and mpi), in
+// model_wrapper.
 class DDPStrategy : public BaseStrategy {
  public:
   DDPStrategy(EnvOptions env, DDPStrategyOptions options);
