@@ -39,7 +39,8 @@ int global_root(const TensorCase& c);  // the root's global rank
 // How RapidCheck prints a case (in a failure's counterexample).
 void showValue(const TensorCase& c, std::ostream& os);
 
-// Every dtype the suites cover, and those that `op` accepts.
+// Every dtype the suites cover, and those that `op` accepts on the suites'
+// backend (none for bxor on nccl, which lacks it).
 std::vector<c10::ScalarType> all_dtypes();
 std::vector<c10::ScalarType> dtypes_for(const std::string& op);
 

@@ -161,6 +161,12 @@ at::Device device() {
   return dist::get_comm_device();
 }
 
+std::string backend() {
+  if (!process_mode()) return "sim";
+  ProcessJob::get();
+  return dist::get_backend().value_or("");
+}
+
 void run_ranks(int world_size, const std::function<void(int rank)>& body,
                const sim::WorldOptions& options) {
   // Ranks share the cores: ATen must not start a thread pool of its own.

@@ -40,6 +40,10 @@ int max_world_size(int simulated);
 // job's communication device (the rank's GPU on nccl).
 at::Device device();
 
+// The backend the suites run on: "sim" in the simulator, else the process
+// job's (HARNESS_BACKEND).
+std::string backend();
+
 // Runs `body(rank)` for every rank of a world of `world_size` (the sim
 // `options` do not apply in process mode).
 void run_ranks(int world_size, const std::function<void(int rank)>& body,

@@ -437,21 +437,40 @@ TEST(ReduceScatterTensor, InputOfTheWrongSizeIsNamed) {
 
 TEST(AllReduce, OpNamesAreCaseInsensitive) {
   const auto results = harness::collect_ranks<at::Tensor>(2, [](int rank) {
-    at::Tensor t = at::tensor({rank + 1, 10 * rank}, at::kLong);
+    at::Tensor t = at::tensor({rank + 1, 10 * rank}, at::kLong).to(harness::device());
     dist::all_reduce(t, "MaX");
     return t;
   });
-  for (const auto& t : results) EXPECT_TRUE(t.equal(at::tensor({2, 10}, at::kLong)));
+  for (const auto& t : results) EXPECT_TRUE(t.cpu().equal(at::tensor({2, 10}, at::kLong)));
 }
 
 TEST(AllReduce, MeanOnIntegersTruncatesTowardZero) {
   // [1.5, -1.5] -> [1, -1], as mmengine on torch does.
   const auto results = harness::collect_ranks<at::Tensor>(2, [](int rank) {
-    at::Tensor t = rank == 0 ? at::tensor({1, -1}, at::kLong) : at::tensor({2, -2}, at::kLong);
+    at::Tensor t = (rank == 0 ? at::tensor({1, -1}, at::kLong) : at::tensor({2, -2}, at::kLong))
+                       .to(harness::device());
     dist::all_reduce(t, "mean");
     return t;
   });
-  for (const auto& t : results) EXPECT_TRUE(t.equal(at::tensor({1, -1}, at::kLong)));
+  for (const auto& t : results) EXPECT_TRUE(t.cpu().equal(at::tensor({1, -1}, at::kLong)));
+}
+
+TEST(AllReduce, NcclRefusesBitwiseOpsItLacksOnEveryRank) {
+  if (harness::backend() != "nccl") GTEST_SKIP() << "only nccl lacks bitwise reductions";
+  const std::vector<std::pair<std::string, c10::ScalarType>> refused = {
+      {"band", c10::kInt}, {"bor", c10::kLong}, {"bxor", c10::kByte}, {"bxor", c10::kBool}};
+  harness::run_ranks(2, [&](int rank) {
+    for (const auto& [op, dtype] : refused) {
+      at::Tensor t = at::full({3}, rank + 1).to(harness::device(), dtype);
+      try {
+        dist::all_reduce(t, op);
+        ADD_FAILURE() << op << " on " << dtype << " tensors went through";
+      } catch (const dist::InvalidArgument& e) {
+        const std::string expected = "nccl has no " + op + " for " + c10::toString(dtype);
+        EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      }
+    }
+  });
 }
 
 // Buffers from zeros_node_shared: all_reduce through shared memory, several

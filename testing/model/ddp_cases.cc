@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "engine/dist/info.h"
 #include "engine/model/batch_norm.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
@@ -136,6 +137,7 @@ Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int ra
   auto net = nets::make_net(c.spec);
   if (c.spec.batch_norm) engine::model::convert_sync_batchnorm(*net, group);
   set_starting_state(*net, initial, seat, c.seed, rank);
+  net->to(engine::dist::get_comm_device(group));  // as DDPStrategy places it
   engine::model::DDPOptions options;
   options.bucket_cap_mb = double(c.bucket_cap_bytes) / (1 << 20);
   options.gradient_as_bucket_view = c.gradient_as_bucket_view;
@@ -147,7 +149,7 @@ Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int ra
   Snapshots snapshots;
   for (int it = 0; it < c.iterations; ++it) {
     ddp->train_step(batch_of(c, it, seat), optim);
-    snapshots.push_back(state_of(*net));
+    snapshots.push_back(on_cpu(state_of(*net)));
   }
   return snapshots;
 }
@@ -185,6 +187,11 @@ std::optional<std::string> first_departure(const Snapshots& expected, const Snap
     }
   }
   return std::nullopt;
+}
+
+std::map<std::string, at::Tensor> on_cpu(std::map<std::string, at::Tensor> tensors) {
+  for (auto& [name, value] : tensors) value = value.cpu();
+  return tensors;
 }
 
 int seat_of(const std::vector<int>& members, int rank) {

@@ -91,6 +91,10 @@ std::vector<std::vector<int64_t>> head_orders(int world_size, int64_t heads);
 std::optional<std::string> first_departure(const Snapshots& expected, const Snapshots& got,
                                            const std::string& who, double tolerance = kTolerance);
 
+// `tensors` copied to the CPU: a rank's state on its device (a GPU's under
+// nccl), to compare with the serial run's.
+std::map<std::string, at::Tensor> on_cpu(std::map<std::string, at::Tensor> tensors);
+
 // `rank`'s index among the sorted `members`, -1 when it is not one.
 int seat_of(const std::vector<int>& members, int rank);
 

@@ -129,12 +129,6 @@ std::map<std::string, at::Tensor> float64_buffers(torch::nn::Module& module) {
   return buffers;
 }
 
-// The device's tensors (a GPU's under nccl) compared with the serial run's.
-std::map<std::string, at::Tensor> on_cpu(std::map<std::string, at::Tensor> tensors) {
-  for (auto& [name, value] : tensors) value = value.cpu();
-  return tensors;
-}
-
 double grad_norm_of(const engine::optim::OptimWrapper& optim) {
   return optim.last_grad_norm().value_or(std::numeric_limits<double>::quiet_NaN());
 }
@@ -198,8 +192,8 @@ Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank) {
     } else {
       fsdp->train_step(batch, optim);
     }
-    run.parameters.push_back(on_cpu(fsdp->full_parameters()));
-    run.buffers.push_back(on_cpu(float64_buffers(fsdp->module())));
+    run.parameters.push_back(ddp_cases::on_cpu(fsdp->full_parameters()));
+    run.buffers.push_back(ddp_cases::on_cpu(float64_buffers(fsdp->module())));
     run.grad_norms.push_back(grad_norm_of(optim));
   }
   return run;
