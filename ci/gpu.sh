@@ -15,7 +15,9 @@
 #                               without Bazel)
 #
 # ONLY=REGEX runs only the steps whose names match (as grep -E);
-# STEP_TIMEOUT (seconds, default 300) bounds each step.
+# STEP_TIMEOUT (seconds, default 300) bounds each step; BUILD_TYPE is
+# CMake's (default Release; CI's rehearsal builds "None", unoptimised, since
+# it proves the build and not its speed).
 #
 # Needs python3 with torch (or TORCH_PYTHON), cmake and ninja; GoogleTest,
 # RapidCheck, nlohmann-json and zlib as packages, or carried in .gpu-deps
@@ -37,7 +39,7 @@ started=$SECONDS
 torch_cmake=$("$python" -W ignore -c 'import torch; print(torch.utils.cmake_prefix_path)')
 "$python" -W ignore -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' |
   tee "$logs/machine.txt"
-cmake -S . -B "$build" -G Ninja -DDIST_ENGINE_GPU_SUITES=ON \
+cmake -S . -B "$build" -G Ninja -DDIST_ENGINE_GPU_SUITES=ON -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
   -DCMAKE_PREFIX_PATH="$torch_cmake;$PWD/.gpu-deps/usr" >"$logs/configure.log" 2>&1 ||
   { tail -40 "$logs/configure.log"; exit 1; }
 cmake --build "$build" >"$logs/build.log" 2>&1 || { grep -A3 "error:\|FAILED:" "$logs/build.log" | tail -40; exit 1; }

@@ -43,7 +43,7 @@ bash ci/gpu_deps.sh
 no_bazel=$(mktemp -d)
 printf '#!/bin/sh\necho "the GPU machines have no Bazel" >&2\nexit 127\n' >"$no_bazel/bazel"
 chmod +x "$no_bazel/bazel"
-PATH="$no_bazel:$PATH" TORCH_PYTHON=.venv/bin/python unshare -n bash ci/gpu.sh --rehearse 2>&1 |
+PATH="$no_bazel:$PATH" TORCH_PYTHON=.venv/bin/python BUILD_TYPE=None unshare -n bash ci/gpu.sh --rehearse 2>&1 |
   tee -a "$log"
 rm -rf "$no_bazel"
 bash ci/cmake.sh 2>&1 | tee -a "$log"
