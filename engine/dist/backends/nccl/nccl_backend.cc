@@ -90,7 +90,21 @@ class NcclWork : public Work {
         what_(what),
         rank_(rank),
         timeout_(timeout) {}
-  ~NcclWork() override { cudaEventDestroy(event_); }
+  // Dropped unfinished, the tensors go back to the caching allocator, which
+  // hands their memory out again on the stream that made them (the caller's
+  // current one): that stream first waits for NCCL to be done with them, as
+  // c10d's recordStream arranges. The host never waits here.
+  ~NcclWork() override {
+    if (!keep_alive_.empty() && !is_completed()) {
+      try {
+        const auto* cuda = c10::impl::getDeviceGuardImpl(c10::kCUDA);
+        cuda->block(event_, cuda->getStream(keep_alive_.front().device()));
+      } catch (const std::exception&) {
+        // The device failed: nothing is reused safely either way.
+      }
+    }
+    cudaEventDestroy(event_);
+  }
 
   bool is_completed() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
 
