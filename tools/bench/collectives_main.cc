@@ -26,6 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Args {
   std::string backend = "sim";  // sim: thread-ranks here; else this process's rank under a launcher
+                                // (on nccl the buffers are on the rank's GPU)
   int ranks = 4;
   std::vector<std::string> ops = {"all_reduce"};
   bench::Sweep sweep;
@@ -36,7 +37,8 @@ struct Args {
 [[noreturn]] void usage(const std::string& problem) {
   bench::exit_with_usage(
       "collectives", problem,
-      "usage: collectives [--backend sim|mpi|gloo] [--ranks N (sim)] [--ops all_reduce,...|all]\n"
+      "usage: collectives [--backend sim|mpi|gloo|nccl] [--ranks N (sim)] [--ops "
+      "all_reduce,...|all]\n"
       "                   [--min-bytes 4K] [--max-bytes 64M] [--factor 4] [--iters 50]\n"
       "                   [--warmup 5] [--json FILE]\n"
       "                   [--yields N: sim ranks yield up to N times before blocking]\n");
@@ -75,7 +77,8 @@ struct Row {
 // One size of one collective on every rank: the slowest rank's mean time per
 // call, and the wrong elements summed over all ranks.
 Row measure(const bench::Descriptor& d, const Args& args, int64_t bytes, int rank, int n) {
-  bench::Buffers buffers = d.make(rank, n, bytes);
+  const at::Device device = dist::get_comm_device();
+  bench::Buffers buffers = bench::on_device(d.make(rank, n, bytes), device);
   for (int i = 0; i < args.sweep.warmup; ++i) d.run(buffers);
   dist::barrier();
   const auto start = Clock::now();
@@ -83,12 +86,13 @@ Row measure(const bench::Descriptor& d, const Args& args, int64_t bytes, int ran
   for (int i = 0; i < iters; ++i) d.run(buffers);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / iters;
   at::Tensor slowest = at::full({1}, seconds, at::kDouble);
-  dist::all_reduce(slowest, "max");
+  dist::all_reduce_anywhere(slowest, "max");
 
-  bench::Buffers fresh = d.make(rank, n, bytes);
+  bench::Buffers fresh = bench::on_device(d.make(rank, n, bytes), device);
   d.run(fresh);
-  at::Tensor wrong = at::full({1}, d.count_wrong(fresh, rank, n), at::kLong);
-  dist::all_reduce(wrong, "sum");
+  at::Tensor wrong =
+      at::full({1}, d.count_wrong(bench::on_device(fresh, at::kCPU), rank, n), at::kLong);
+  dist::all_reduce_anywhere(wrong, "sum");
 
   const double t = slowest.item<double>();
   const double algbw = bytes / t / 1e9;

@@ -3,6 +3,7 @@
 // MMDistributedDataParallel, batch 64 per rank, one intra-op thread per rank.
 // Rank 0 prints one line: the median step time over --steps steps after
 // --warmup. Its peer is torch_ddp_peer.py (PyTorch's Python DDP, same model).
+// On nccl the model trains on the rank's GPU.
 //
 //   engine-launch --nproc-per-node 2 ddp_step --backend gloo --model small
 //   mpirun -n 2 ddp_step --backend mpi --model large
@@ -38,7 +39,7 @@ struct Args : bench::StepFlags {
 [[noreturn]] void usage(const std::string& problem) {
   bench::exit_with_usage(
       "ddp_step", problem,
-      "usage: ddp_step [--backend gloo|mpi] [--model small|large] [--batch N]\n"
+      "usage: ddp_step [--backend gloo|mpi|nccl] [--model small|large] [--batch N]\n"
       "                [--steps N] [--warmup N] [--gradient-as-bucket-view 0|1]\n"
       "                [--bucket-cap-mb 25]\n"
       "                (under engine-launch or mpirun)\n");
@@ -70,6 +71,8 @@ int main(int argc, char** argv) {
     dist::init_dist(args.backend == "mpi" ? "mpi" : "pytorch", args.backend);
     const bench::MlpShape shape = bench::mlp_shape(args.model);
     auto model = std::make_shared<bench::Mlp>(shape);
+    const at::Device device = dist::get_comm_device();  // the rank's GPU on nccl
+    model->to(device);
     engine::model::MMDistributedDataParallel ddp(model, args.ddp);
     engine::optim::OptimWrapper optim(
         std::make_shared<torch::optim::SGD>(ddp.parameters(), torch::optim::SGDOptions(0.01)));
@@ -81,13 +84,14 @@ int main(int argc, char** argv) {
       dist::barrier();
       const auto start = std::chrono::steady_clock::now();
       ddp.train_step(batch, optim);
+      bench::finish_queued_work(device);
       const std::chrono::duration<double, std::milli> took =
           std::chrono::steady_clock::now() - start;
       if (step >= args.warmup) times.push_back(took.count());
     }
     // The slowest rank's median is the job's step time.
     at::Tensor step_ms = at::tensor({bench::median(times)}, at::kDouble);
-    dist::all_reduce(step_ms, "max");
+    dist::all_reduce_anywhere(step_ms, "max");
     const double ms = step_ms.item<double>();
     const int ranks = dist::get_world_size();
     if (dist::is_main_process()) {

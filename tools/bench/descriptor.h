@@ -37,4 +37,8 @@ struct Descriptor {
 // forms), all_to_all.
 std::vector<Descriptor> all_descriptors();
 
+// `buffers` on `device` (the same tensors where they are there already):
+// descriptors make them on the CPU; nccl takes them on the rank's GPU.
+Buffers on_device(const Buffers& buffers, at::Device device);
+
 }  // namespace bench

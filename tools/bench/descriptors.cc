@@ -120,6 +120,17 @@ Descriptor all_to_all() {
 
 }  // namespace
 
+Buffers on_device(const Buffers& buffers, at::Device device) {
+  auto move = [device](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  auto move_all = [&](const std::vector<at::Tensor>& list) {
+    std::vector<at::Tensor> out;
+    for (const auto& t : list) out.push_back(move(t));
+    return out;
+  };
+  return {move(buffers.input), move_all(buffers.inputs), move_all(buffers.outputs),
+          move(buffers.output)};
+}
+
 std::vector<Descriptor> all_descriptors() {
   return {all_reduce(),          broadcast(),          reduce(),    all_gather(),
           reduce_scatter(false), reduce_scatter(true), all_to_all()};

@@ -40,4 +40,10 @@ engine::model::TensorDict mlp_batch(MlpShape shape, int64_t batch) {
           {"labels", at::randint(10, {batch}, at::kLong)}};
 }
 
+void finish_queued_work(at::Device device) {
+  if (device.is_cpu()) return;
+  // A copy to the host waits for everything queued before it on the stream.
+  (void)at::zeros({1}, at::TensorOptions().device(device)).item<float>();
+}
+
 }  // namespace bench

@@ -35,4 +35,9 @@ class Mlp : public engine::model::BaseModel {
 // {"inputs": [batch, width] normal, "labels": [batch] in 0-9}.
 engine::model::TensorDict mlp_batch(MlpShape shape, int64_t batch);
 
+// Returns once the kernels queued so far on `device`'s current stream have
+// run: a step on a GPU returns as soon as its last kernels are queued, and
+// its time must include them (nothing to wait for on the CPU).
+void finish_queued_work(at::Device device);
+
 }  // namespace bench

@@ -53,7 +53,7 @@ struct Args : bench::StepFlags {
 [[noreturn]] void usage(const std::string& problem) {
   bench::exit_with_usage(
       "sharded_step", problem,
-      "usage: sharded_step [--backend gloo|mpi] [--model small|large|xl]\n"
+      "usage: sharded_step [--backend gloo|mpi|nccl] [--model small|large|xl]\n"
       "                    [--strategy ddp|zero1|zero2|full_shard|shard_grad_op]\n"
       "                    [--batch N] [--steps N] [--warmup N] [--bucket-elements N]\n"
       "                    [--backward-prefetch BACKWARD_PRE|BACKWARD_POST|NONE]\n"
@@ -84,7 +84,11 @@ Args parse(int argc, char** argv) {
   return args;
 }
 
-std::shared_ptr<ModelWrapper> wrap(const Args& args, std::shared_ptr<bench::Mlp> model) {
+// On the device the collectives take (the rank's GPU on nccl): DDP and ZeRO
+// train the module where it is, FSDP moves it to device_id.
+std::shared_ptr<ModelWrapper> wrap(const Args& args, std::shared_ptr<bench::Mlp> model,
+                                   at::Device device) {
+  if (args.strategy != "full_shard" && args.strategy != "shard_grad_op") model->to(device);
   if (args.strategy == "ddp") {
     return std::make_shared<engine::model::MMDistributedDataParallel>(model);
   }
@@ -100,6 +104,7 @@ std::shared_ptr<ModelWrapper> wrap(const Args& args, std::shared_ptr<bench::Mlp>
   options.auto_wrap_policy.module_types = {"Linear"};
   options.backward_prefetch = engine::model::parse_backward_prefetch(args.backward_prefetch);
   options.forward_prefetch = args.forward_prefetch;
+  options.device_id = device;
   return std::make_shared<engine::model::MMFullyShardedDataParallel>(model, options);
 }
 
@@ -143,7 +148,7 @@ Held held_by(ModelWrapper& wrapper, const torch::optim::Optimizer& optimizer) {
 // The largest value over the ranks.
 double max_over_ranks(double value) {
   at::Tensor tensor = at::tensor({value}, at::kDouble);
-  dist::all_reduce(tensor, "max");
+  dist::all_reduce_anywhere(tensor, "max");
   return tensor.item<double>();
 }
 
@@ -158,7 +163,8 @@ int main(int argc, char** argv) {
     auto model = std::make_shared<bench::Mlp>(shape);
     int64_t parameters = 0;
     for (const auto& p : model->parameters()) parameters += p.numel();
-    auto wrapper = wrap(args, model);
+    const at::Device device = dist::get_comm_device();
+    auto wrapper = wrap(args, model, device);
     engine::optim::OptimWrapper optim(std::make_shared<torch::optim::Adam>(
         wrapper->parameters(), torch::optim::AdamOptions(1e-4)));
     const engine::model::TensorDict batch = bench::mlp_batch(shape, args.batch);
@@ -171,6 +177,7 @@ int main(int argc, char** argv) {
       dist::barrier();
       const auto start = std::chrono::steady_clock::now();
       wrapper->train_step(batch, optim);
+      bench::finish_queued_work(device);
       const std::chrono::duration<double, std::milli> took =
           std::chrono::steady_clock::now() - start;
       if (step >= args.warmup) times.push_back(took.count());

@@ -4,8 +4,12 @@ step after warmup, barrier before each step, slowest rank's median). Run
 under a launcher that sets torchrun's variables:
 
     engine-launch --nproc-per-node 2 /usr/bin/python3 tools/bench/torch_ddp_peer.py --model small
+
+On nccl each rank trains on GPU LOCAL_RANK modulo the GPUs (as ddp_step),
+and each step's time includes its queued kernels (torch.cuda.synchronize).
 """
 import argparse
+import os
 import statistics
 import time
 
@@ -36,16 +40,21 @@ def main():
     parser.add_argument("--bucket-cap-mb", type=float, default=25)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    on_gpu = args.backend == "nccl"
+    device = torch.device("cpu")
+    if on_gpu:
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+        torch.cuda.set_device(device)
     dist.init_process_group(args.backend)
     width, hidden_layers = SHAPES[args.model]
     view = bool(args.gradient_as_bucket_view)
-    model = nn.parallel.DistributedDataParallel(mlp(width, hidden_layers),
+    model = nn.parallel.DistributedDataParallel(mlp(width, hidden_layers).to(device),
                                                 gradient_as_bucket_view=view,
                                                 bucket_cap_mb=args.bucket_cap_mb)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     parameters = sum(p.numel() for p in model.parameters())
-    inputs = torch.randn(args.batch, width)
-    labels = torch.randint(10, (args.batch,))
+    inputs = torch.randn(args.batch, width, device=device)
+    labels = torch.randint(10, (args.batch,), device=device)
     times = []
     for step in range(args.warmup + args.steps):
         dist.barrier()
@@ -54,10 +63,13 @@ def main():
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
+        if on_gpu:
+            torch.cuda.synchronize()
         took = (time.perf_counter() - start) * 1000
         if step >= args.warmup:
             times.append(took)
-    step_ms = torch.tensor([statistics.median_low(sorted(times))], dtype=torch.float64)
+    step_ms = torch.tensor([statistics.median_low(sorted(times))], dtype=torch.float64,
+                           device=device)
     dist.all_reduce(step_ms, op=dist.ReduceOp.MAX)
     ms = step_ms.item()
     n = dist.get_world_size()

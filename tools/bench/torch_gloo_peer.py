@@ -5,8 +5,13 @@ all_gather (size/n per rank into a preallocated list). Run under a launcher
 that sets torchrun's variables:
 
     engine-launch --nproc-per-node 2 /usr/bin/python3 tools/bench/torch_gloo_peer.py --ops all_reduce,all_gather
+
+With --backend nccl it is the nccl backend's peer: the tensors are on GPU
+LOCAL_RANK modulo the GPUs, and the timed calls end with
+torch.cuda.synchronize() (PyTorch's calls return once queued).
 """
 import argparse
+import os
 import time
 
 import torch
@@ -24,8 +29,11 @@ def iterations_for(nbytes, base):
     return max(base, min(scaled, 2000))
 
 
+DEVICE = torch.device("cpu")  # the rank's GPU on nccl (main)
+
+
 def pattern(count, salt):
-    return ((torch.arange(count) + salt) % 7 - 3).float()
+    return ((torch.arange(count) + salt) % 7 - 3).float().to(DEVICE)
 
 
 class AllReduce:
@@ -47,7 +55,7 @@ class Broadcast:
 
     def __init__(self, nbytes, rank, n):
         count = max(nbytes // 4, 1)
-        self.data = pattern(count, 11) if rank == 0 else torch.zeros(count)
+        self.data = pattern(count, 11) if rank == 0 else torch.zeros(count, device=DEVICE)
         self.expected = pattern(count, 11)
 
     def run(self):
@@ -63,7 +71,7 @@ class AllGather:
     def __init__(self, nbytes, rank, n):
         count = max(nbytes // 4 // n, 1)
         self.data = pattern(count, rank)
-        self.outputs = [torch.empty(count) for _ in range(n)]
+        self.outputs = [torch.empty(count, device=DEVICE) for _ in range(n)]
         self.expected = [pattern(count, r) for r in range(n)]
 
     def run(self):
@@ -85,12 +93,16 @@ def measure(name, nbytes, args, rank, n):
     start = time.perf_counter()
     for _ in range(iters):
         op.run()
-    seconds = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64,
+                           device=DEVICE)
     dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
     op = OPS[name](nbytes, rank, n)  # fresh buffers: one exact check
     op.run()
     got, expected = op.results()
-    wrong = torch.tensor([sum(int((g != e).sum()) for g, e in zip(got, expected))])
+    wrong = torch.tensor([sum(int((g != e).sum()) for g, e in zip(got, expected))],
+                         device=DEVICE)
     dist.all_reduce(wrong)
     algbw = nbytes / seconds.item() / 1e9
     if rank == 0:
@@ -100,6 +112,7 @@ def measure(name, nbytes, args, rank, n):
 
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--backend", default="gloo", choices=("gloo", "nccl"))
     parser.add_argument("--ops", default="all_reduce")
     parser.add_argument("--min-bytes", default="4K")
     parser.add_argument("--max-bytes", default="64M")
@@ -112,10 +125,15 @@ def main():
     if unknown:
         parser.error(f"unknown op(s) {unknown}; choose from {sorted(OPS)}")
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    global DEVICE
+    if args.backend == "nccl":
+        DEVICE = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+        torch.cuda.set_device(DEVICE)
+    dist.init_process_group(args.backend)
     rank, n = dist.get_rank(), dist.get_world_size()
     if rank == 0:
-        print(f"# peer: PyTorch {torch.__version__} torch.distributed gloo, {n} ranks", flush=True)
+        print(f"# peer: PyTorch {torch.__version__} torch.distributed {args.backend}, {n} ranks",
+              flush=True)
         print("#%15s %12s %11s %12s %12s %8s" % ("collective", "size(B)", "time(us)", "algbw(GB/s)",
                                                    "busbw(GB/s)", "#wrong"), flush=True)
     for name in ops:
