@@ -5,7 +5,8 @@
 # tensors: the collectives' property suites, the helpers (*_anywhere) and the
 # sharded-training equivalence (cpu_offload drawn) in 2 processes on one GPU,
 # the sharded one in 1 too; the DDP equivalence in 2 processes; the demo on
-# 2 ranks. Two ranks share the one GPU as if on two hosts (ci/gpu_rank.sh).
+# 2 ranks; then the benchmarks beside PyTorch's own (bench_* steps). Two
+# ranks share the one GPU as if on two hosts (ci/gpu_rank.sh).
 #
 #   bash ci/gpu.sh              on a GPU machine (python3 has a CUDA torch)
 #   bash ci/gpu.sh --rehearse   anywhere else: the same build, the nccl
@@ -101,5 +102,20 @@ on_gpu movement_nccl_2 2 "$build/movement_property_test"
 on_gpu sharded_equivalence_nccl_2 2 "$build/sharded_equivalence_property_test"
 on_gpu helpers_nccl_2 2 "$build/helpers_test" --gtest_filter='Anywhere*'
 on_gpu sharded_equivalence_nccl_1 1 "$build/sharded_equivalence_property_test"
+
+# The benchmarks on nccl, each beside PyTorch's own on the same GPU and ranks
+# (figures in bench/RESULTS.md): all_reduce busbw, the DDP step (large MLP,
+# 25M parameters) and the FULL_SHARD step.
+sizes=(--min-bytes 1M --max-bytes 256M)
+on_gpu bench_all_reduce_nccl_2 2 "$build/collectives" --backend nccl --ops all_reduce "${sizes[@]}"
+on_gpu bench_all_reduce_torch_nccl_2 2 "$python" tools/bench/torch_gloo_peer.py --backend nccl \
+  --ops all_reduce "${sizes[@]}"
+on_gpu bench_ddp_step_nccl_2 2 "$build/ddp_step" --backend nccl --model large
+on_gpu bench_ddp_step_torch_nccl_2 2 "$python" tools/bench/torch_ddp_peer.py --backend nccl \
+  --model large
+on_gpu bench_full_shard_nccl_2 2 "$build/sharded_step" --backend nccl --model large \
+  --strategy full_shard
+on_gpu bench_full_shard_torch_nccl_2 2 "$python" tools/bench/torch_fsdp_peer.py --backend nccl \
+  --model large
 echo "gpu: ${passed} passed, ${failed} failed in $((SECONDS - started)) s"
 exit $((failed > 0))

@@ -1,7 +1,8 @@
 # The suites the GPU runner (ci/gpu.sh) runs, built with CMake where no Bazel
 # is: the collectives' and sharded-training properties, the helpers, the DDP
 # equivalence in processes, the nccl backend's test, the engine's unit tests
-# (in unit/) and the demo. Their sources are the Bazel targets'
+# (in unit/), the demo, and the benchmarks it measures with (collectives,
+# ddp_step, sharded_step). Their sources are the Bazel targets'
 # (cmake/sources.cmake); GoogleTest and RapidCheck are found as packages
 # (ci/gpu_deps.sh carries Debian's where the machine has none).
 find_package(GTest REQUIRED)
@@ -52,3 +53,11 @@ endforeach()
 dist_engine_sources(demo_sources ${DIST_ENGINE_DEMO_SOURCES})
 add_executable(train ${demo_sources})
 target_link_libraries(train PRIVATE dist_engine dist_engine_sim ZLIB::ZLIB)
+
+dist_engine_sources(bench_sources ${DIST_ENGINE_BENCH_SOURCES})
+add_library(dist_engine_bench STATIC ${bench_sources})
+target_link_libraries(dist_engine_bench PUBLIC dist_engine dist_engine_sim)
+foreach(tool IN ITEMS collectives ddp_step sharded_step)
+  add_executable(${tool} tools/bench/${tool}_main.cc)
+  target_link_libraries(${tool} PRIVATE dist_engine_bench)
+endforeach()

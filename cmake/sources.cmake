@@ -234,6 +234,17 @@ set(DIST_ENGINE_DEMO_SOURCES
     examples/train.cc
 )
 
+set(DIST_ENGINE_BENCH_SOURCES
+    tools/bench/descriptor.h
+    tools/bench/descriptors.cc
+    tools/bench/flags.h
+    tools/bench/machine.cc
+    tools/bench/machine.h
+    tools/bench/mlp.cc
+    tools/bench/mlp.h
+    tools/bench/sweep.h
+)
+
 set(DIST_ENGINE_UNIT_TEST_SOURCES
     engine/checkpoint/checkpoint_test.cc
     engine/device/device_test.cc

@@ -38,6 +38,9 @@ GROUPS = {
         "//testing/process:verdict", "//third_party/system:rapidcheck",
     ]),
     "DIST_ENGINE_DEMO_SOURCES": "deps(//examples:train) intersect //examples:all",
+    # What the benchmarks the GPU runner measures with share (their mains are
+    # listed in cmake/GpuSuites.cmake).
+    "DIST_ENGINE_BENCH_SOURCES": "kind(cc_library, //tools/bench:all)",
     # The engine's unit tests (one source each, on gtest's main), which the
     # GPU runner's rehearsal runs; the backends' own are built with them.
     "DIST_ENGINE_UNIT_TEST_SOURCES": "kind(cc_test, //engine/...) except //engine/dist/backends/...",
