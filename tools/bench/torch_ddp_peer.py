@@ -29,6 +29,35 @@ def mlp(width, hidden_layers):
     return nn.Sequential(*layers)
 
 
+def rank_device(backend):
+    """The rank's device, made current: GPU LOCAL_RANK modulo the GPUs on
+    nccl (as the engine's nccl backend picks it), else the CPU."""
+    if backend != "nccl":
+        return torch.device("cpu")
+    device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
+
+
+def slowest_median_step_ms(train_step, args, device):
+    """Runs train_step() warmup + steps times, a barrier before each; the
+    slowest rank's median time of the timed steps, each to the end of its
+    queued kernels."""
+    times = []
+    for step in range(args.warmup + args.steps):
+        dist.barrier()
+        start = time.perf_counter()
+        train_step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        if step >= args.warmup:
+            times.append((time.perf_counter() - start) * 1000)
+    step_ms = torch.tensor([statistics.median_low(sorted(times))], dtype=torch.float64,
+                           device=device)
+    dist.all_reduce(step_ms, op=dist.ReduceOp.MAX)
+    return step_ms.item()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", default="gloo")
@@ -40,11 +69,7 @@ def main():
     parser.add_argument("--bucket-cap-mb", type=float, default=25)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    on_gpu = args.backend == "nccl"
-    device = torch.device("cpu")
-    if on_gpu:
-        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
-        torch.cuda.set_device(device)
+    device = rank_device(args.backend)
     dist.init_process_group(args.backend)
     width, hidden_layers = SHAPES[args.model]
     view = bool(args.gradient_as_bucket_view)
@@ -55,23 +80,13 @@ def main():
     parameters = sum(p.numel() for p in model.parameters())
     inputs = torch.randn(args.batch, width, device=device)
     labels = torch.randint(10, (args.batch,), device=device)
-    times = []
-    for step in range(args.warmup + args.steps):
-        dist.barrier()
-        start = time.perf_counter()
-        loss = F.cross_entropy(model(inputs), labels)
-        loss.backward()
+
+    def train_step():
+        F.cross_entropy(model(inputs), labels).backward()
         optimizer.step()
         optimizer.zero_grad()
-        if on_gpu:
-            torch.cuda.synchronize()
-        took = (time.perf_counter() - start) * 1000
-        if step >= args.warmup:
-            times.append(took)
-    step_ms = torch.tensor([statistics.median_low(sorted(times))], dtype=torch.float64,
-                           device=device)
-    dist.all_reduce(step_ms, op=dist.ReduceOp.MAX)
-    ms = step_ms.item()
+
+    ms = slowest_median_step_ms(train_step, args, device)
     n = dist.get_world_size()
     if dist.get_rank() == 0:
         print("python %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f%s"

@@ -8,9 +8,6 @@ LOCAL_RANK modulo the GPUs, each step's time including its queued kernels.
     engine-launch --nproc-per-node 2 .venv/bin/python tools/bench/torch_fsdp_peer.py --model large
 """
 import argparse
-import os
-import statistics
-import time
 
 import torch
 import torch.distributed as dist
@@ -19,7 +16,7 @@ import torch.nn.functional as F
 from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
-from torch_ddp_peer import SHAPES, mlp
+from torch_ddp_peer import SHAPES, mlp, rank_device, slowest_median_step_ms
 
 
 def main():
@@ -31,11 +28,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    on_gpu = args.backend == "nccl"
-    device = torch.device("cpu")
-    if on_gpu:
-        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
-        torch.cuda.set_device(device)
+    device = rank_device(args.backend)
     dist.init_process_group(args.backend)
     width, hidden_layers = SHAPES[args.model]
     net = mlp(width, hidden_layers)
@@ -46,24 +39,17 @@ def main():
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     inputs = torch.randn(args.batch, width, device=device)
     labels = torch.randint(10, (args.batch,), device=device)
-    times = []
-    for step in range(args.warmup + args.steps):
-        dist.barrier()
-        start = time.perf_counter()
+
+    def train_step():
         F.cross_entropy(model(inputs), labels).backward()
         optimizer.step()
         optimizer.zero_grad()
-        if on_gpu:
-            torch.cuda.synchronize()
-        if step >= args.warmup:
-            times.append((time.perf_counter() - start) * 1000)
-    step_ms = torch.tensor([statistics.median_low(sorted(times))], dtype=torch.float64,
-                           device=device)
-    dist.all_reduce(step_ms, op=dist.ReduceOp.MAX)
+
+    ms = slowest_median_step_ms(train_step, args, device)
     if dist.get_rank() == 0:
         print("python %-4s %-5s full_shard    params %6.1fM ranks %d step %9.1f ms"
               % (args.backend, args.model, parameters / 1e6, dist.get_world_size(),
-                 step_ms.item()), flush=True)
+                 ms), flush=True)
     dist.destroy_process_group()
 
 

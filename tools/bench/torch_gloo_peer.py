@@ -11,11 +11,12 @@ LOCAL_RANK modulo the GPUs, and the timed calls end with
 torch.cuda.synchronize() (PyTorch's calls return once queued).
 """
 import argparse
-import os
 import time
 
 import torch
 import torch.distributed as dist
+
+from torch_ddp_peer import rank_device
 
 
 def parse_bytes(text):
@@ -126,9 +127,7 @@ def main():
         parser.error(f"unknown op(s) {unknown}; choose from {sorted(OPS)}")
     torch.set_num_threads(1)
     global DEVICE
-    if args.backend == "nccl":
-        DEVICE = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
-        torch.cuda.set_device(DEVICE)
+    DEVICE = rank_device(args.backend)
     dist.init_process_group(args.backend)
     rank, n = dist.get_rank(), dist.get_world_size()
     if rank == 0:
