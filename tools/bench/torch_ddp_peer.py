@@ -39,15 +39,20 @@ def rank_device(backend):
     return device
 
 
-def slowest_median_step_ms(train_step, args, device):
-    """Runs train_step() warmup + steps times, a barrier before each; the
-    slowest rank's median time of the timed steps, each to the end of its
-    queued kernels."""
+def slowest_median_step_ms(model, optimizer, width, args, device):
+    """Trains `model` on one random batch (args.batch x width, 10 classes,
+    cross-entropy) warmup + steps times, a barrier before each; the slowest
+    rank's median time of the timed steps, each to the end of its queued
+    kernels."""
+    inputs = torch.randn(args.batch, width, device=device)
+    labels = torch.randint(10, (args.batch,), device=device)
     times = []
     for step in range(args.warmup + args.steps):
         dist.barrier()
         start = time.perf_counter()
-        train_step()
+        F.cross_entropy(model(inputs), labels).backward()
+        optimizer.step()
+        optimizer.zero_grad()
         if device.type == "cuda":
             torch.cuda.synchronize()
         if step >= args.warmup:
@@ -78,15 +83,7 @@ def main():
                                                 bucket_cap_mb=args.bucket_cap_mb)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     parameters = sum(p.numel() for p in model.parameters())
-    inputs = torch.randn(args.batch, width, device=device)
-    labels = torch.randint(10, (args.batch,), device=device)
-
-    def train_step():
-        F.cross_entropy(model(inputs), labels).backward()
-        optimizer.step()
-        optimizer.zero_grad()
-
-    ms = slowest_median_step_ms(train_step, args, device)
+    ms = slowest_median_step_ms(model, optimizer, width, args, device)
     n = dist.get_world_size()
     if dist.get_rank() == 0:
         print("python %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f%s"

@@ -12,7 +12,6 @@ import argparse
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-import torch.nn.functional as F
 from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
@@ -37,15 +36,7 @@ def main():
                                      auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
                                      device_id=device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    inputs = torch.randn(args.batch, width, device=device)
-    labels = torch.randint(10, (args.batch,), device=device)
-
-    def train_step():
-        F.cross_entropy(model(inputs), labels).backward()
-        optimizer.step()
-        optimizer.zero_grad()
-
-    ms = slowest_median_step_ms(train_step, args, device)
+    ms = slowest_median_step_ms(model, optimizer, width, args, device)
     if dist.get_rank() == 0:
         print("python %-4s %-5s full_shard    params %6.1fM ranks %d step %9.1f ms"
               % (args.backend, args.model, parameters / 1e6, dist.get_world_size(),
