@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU runner: one command that builds the engine and its GPU suites with
 # CMake against the machine's PyTorch (no Bazel, no network), then runs the
-# nccl backend's test and the engine's unit tests, and on nccl with CUDA
+# nccl backend's test, the engine's unit tests, the gloo backend's suites
+# and the demo in 2 processes on the CPU, and on nccl with CUDA
 # tensors: the collectives' property suites, the helpers (*_anywhere) and the
 # sharded-training equivalence (cpu_offload drawn) in 2 processes on one GPU,
 # the sharded one in 1 too; the DDP equivalence in 2 processes; the demo on
@@ -10,8 +11,8 @@
 #
 #   bash ci/gpu.sh              on a GPU machine (python3 has a CUDA torch)
 #   bash ci/gpu.sh --rehearse   anywhere else: the same build, the nccl
-#                               backend's own test, the unit tests, the
-#                               suites and the demo on the simulator; stops
+#                               backend's own test, the unit tests, gloo,
+#                               the suites and the demo on the simulator; stops
 #                               where a GPU is needed (CI runs it offline,
 #                               without Bazel)
 #
@@ -80,6 +81,18 @@ run nccl_backend_test "$build/nccl_backend_test"
 for unit_test in "$build"/unit/*; do
   run "unit_$(basename "$unit_test")" "$unit_test"
 done
+# The gloo backend (the engine's own Gloo, third_party/gloo) against this
+# LibTorch: the collectives' suites and the demo in 2 processes, on CPU
+# tensors, over loopback.
+on_gloo() {
+  local name=$1
+  shift
+  run "$name" env HARNESS_BACKEND=gloo RC_PARAMS="seed=1" "$build/engine-launch" --nproc-per-node 2 "$@"
+}
+on_gloo movement_gloo_2 "$build/movement_property_test"
+on_gloo reduction_gloo_2 "$build/reduction_property_test"
+on_gloo demo_gloo_2 "$build/train" --config examples/train_config.json --launcher pytorch \
+  --backend gloo --iters 60 --work-dir "$build/demo_gloo"
 if [[ $mode == --rehearse ]]; then
   # The same suites and demo on the simulator (CPU tensors), against this
   # LibTorch.

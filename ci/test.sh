@@ -38,13 +38,16 @@ bazel test --config=cuda //engine/dist/backends/nccl/... 2>&1 | tee -a "$log"
 
 # LibTorch 2.x. The GPU runner as a GPU machine runs it, up to where a GPU is
 # needed: no network (a network namespace of its own), no Bazel (a bazel on
-# the PATH that fails), the carried GoogleTest and RapidCheck (.gpu-deps).
+# the PATH that fails), the carried GoogleTest and RapidCheck (.gpu-deps). It
+# runs the gloo backend in processes against 2.x too.
 bash ci/gpu_deps.sh
 no_bazel=$(mktemp -d)
 printf '#!/bin/sh\necho "the GPU machines have no Bazel" >&2\nexit 127\n' >"$no_bazel/bazel"
 chmod +x "$no_bazel/bazel"
-PATH="$no_bazel:$PATH" TORCH_PYTHON=.venv/bin/python BUILD_TYPE=None unshare -n bash ci/gpu.sh --rehearse 2>&1 |
-  tee -a "$log"
+# A new network namespace has only loopback, and that down: bring it up for
+# the gloo steps, which connect over 127.0.0.1.
+PATH="$no_bazel:$PATH" TORCH_PYTHON=.venv/bin/python BUILD_TYPE=None \
+  unshare -n bash -c 'ip link set lo up && exec bash ci/gpu.sh --rehearse' 2>&1 | tee -a "$log"
 rm -rf "$no_bazel"
 bash ci/cmake.sh 2>&1 | tee -a "$log"
 

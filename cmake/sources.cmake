@@ -149,6 +149,8 @@ set(DIST_ENGINE_STORE_SOURCES
 )
 
 set(DIST_ENGINE_GLOO_SOURCES
+    engine/dist/backends/gloo/call_queue.cc
+    engine/dist/backends/gloo/call_queue.h
     engine/dist/backends/gloo/chunked_ring.cc
     engine/dist/backends/gloo/chunked_ring.h
     engine/dist/backends/gloo/gloo_backend.cc
@@ -157,8 +159,118 @@ set(DIST_ENGINE_GLOO_SOURCES
     engine/dist/backends/gloo/pair_collectives.h
     engine/dist/backends/gloo/read_mode.cc
     engine/dist/backends/gloo/read_mode.h
+    engine/dist/backends/gloo/rendezvous_store.cc
+    engine/dist/backends/gloo/rendezvous_store.h
     engine/dist/backends/gloo/staged_pairs.cc
     engine/dist/backends/gloo/staged_pairs.h
+    engine/dist/backends/gloo/unbound_collectives.cc
+    engine/dist/backends/gloo/unbound_collectives.h
+)
+
+set(DIST_ENGINE_VENDORED_GLOO_SOURCES
+    third_party/gloo/gloo/algorithm.cc
+    third_party/gloo/gloo/algorithm.h
+    third_party/gloo/gloo/allgather.cc
+    third_party/gloo/gloo/allgather.h
+    third_party/gloo/gloo/allgather_ring.h
+    third_party/gloo/gloo/allgatherv.cc
+    third_party/gloo/gloo/allgatherv.h
+    third_party/gloo/gloo/allreduce.cc
+    third_party/gloo/gloo/allreduce.h
+    third_party/gloo/gloo/allreduce_bcube.h
+    third_party/gloo/gloo/allreduce_halving_doubling.h
+    third_party/gloo/gloo/allreduce_local.cc
+    third_party/gloo/gloo/allreduce_local.h
+    third_party/gloo/gloo/allreduce_ring.h
+    third_party/gloo/gloo/allreduce_ring_chunked.h
+    third_party/gloo/gloo/alltoall.cc
+    third_party/gloo/gloo/alltoall.h
+    third_party/gloo/gloo/alltoallv.cc
+    third_party/gloo/gloo/alltoallv.h
+    third_party/gloo/gloo/barrier.cc
+    third_party/gloo/gloo/barrier.h
+    third_party/gloo/gloo/barrier_all_to_all.h
+    third_party/gloo/gloo/barrier_all_to_one.h
+    third_party/gloo/gloo/broadcast.cc
+    third_party/gloo/gloo/broadcast.h
+    third_party/gloo/gloo/broadcast_one_to_all.h
+    third_party/gloo/gloo/common/aligned_allocator.h
+    third_party/gloo/gloo/common/common.h
+    third_party/gloo/gloo/common/error.h
+    third_party/gloo/gloo/common/linux.cc
+    third_party/gloo/gloo/common/linux.h
+    third_party/gloo/gloo/common/linux_devices.h
+    third_party/gloo/gloo/common/logging.cc
+    third_party/gloo/gloo/common/logging.h
+    third_party/gloo/gloo/common/memory.h
+    third_party/gloo/gloo/common/store.h
+    third_party/gloo/gloo/common/string.h
+    third_party/gloo/gloo/common/utils.cc
+    third_party/gloo/gloo/common/utils.h
+    third_party/gloo/gloo/config.h
+    third_party/gloo/gloo/context.cc
+    third_party/gloo/gloo/context.h
+    third_party/gloo/gloo/gather.cc
+    third_party/gloo/gloo/gather.h
+    third_party/gloo/gloo/gatherv.cc
+    third_party/gloo/gloo/gatherv.h
+    third_party/gloo/gloo/math.h
+    third_party/gloo/gloo/pairwise_exchange.h
+    third_party/gloo/gloo/reduce.cc
+    third_party/gloo/gloo/reduce.h
+    third_party/gloo/gloo/reduce_scatter.h
+    third_party/gloo/gloo/rendezvous/context.cc
+    third_party/gloo/gloo/rendezvous/context.h
+    third_party/gloo/gloo/rendezvous/file_store.cc
+    third_party/gloo/gloo/rendezvous/file_store.h
+    third_party/gloo/gloo/rendezvous/hash_store.cc
+    third_party/gloo/gloo/rendezvous/hash_store.h
+    third_party/gloo/gloo/rendezvous/prefix_store.cc
+    third_party/gloo/gloo/rendezvous/prefix_store.h
+    third_party/gloo/gloo/rendezvous/store.cc
+    third_party/gloo/gloo/rendezvous/store.h
+    third_party/gloo/gloo/scatter.cc
+    third_party/gloo/gloo/scatter.h
+    third_party/gloo/gloo/transport/address.cc
+    third_party/gloo/gloo/transport/address.h
+    third_party/gloo/gloo/transport/buffer.cc
+    third_party/gloo/gloo/transport/buffer.h
+    third_party/gloo/gloo/transport/context.cc
+    third_party/gloo/gloo/transport/context.h
+    third_party/gloo/gloo/transport/device.cc
+    third_party/gloo/gloo/transport/device.h
+    third_party/gloo/gloo/transport/pair.cc
+    third_party/gloo/gloo/transport/pair.h
+    third_party/gloo/gloo/transport/tcp/address.cc
+    third_party/gloo/gloo/transport/tcp/address.h
+    third_party/gloo/gloo/transport/tcp/attr.h
+    third_party/gloo/gloo/transport/tcp/buffer.cc
+    third_party/gloo/gloo/transport/tcp/buffer.h
+    third_party/gloo/gloo/transport/tcp/context.cc
+    third_party/gloo/gloo/transport/tcp/context.h
+    third_party/gloo/gloo/transport/tcp/debug_data.h
+    third_party/gloo/gloo/transport/tcp/debug_logger.cc
+    third_party/gloo/gloo/transport/tcp/debug_logger.h
+    third_party/gloo/gloo/transport/tcp/device.cc
+    third_party/gloo/gloo/transport/tcp/device.h
+    third_party/gloo/gloo/transport/tcp/error.cc
+    third_party/gloo/gloo/transport/tcp/error.h
+    third_party/gloo/gloo/transport/tcp/helpers.cc
+    third_party/gloo/gloo/transport/tcp/helpers.h
+    third_party/gloo/gloo/transport/tcp/listener.cc
+    third_party/gloo/gloo/transport/tcp/listener.h
+    third_party/gloo/gloo/transport/tcp/loop.cc
+    third_party/gloo/gloo/transport/tcp/loop.h
+    third_party/gloo/gloo/transport/tcp/pair.cc
+    third_party/gloo/gloo/transport/tcp/pair.h
+    third_party/gloo/gloo/transport/tcp/socket.cc
+    third_party/gloo/gloo/transport/tcp/socket.h
+    third_party/gloo/gloo/transport/tcp/unbound_buffer.cc
+    third_party/gloo/gloo/transport/tcp/unbound_buffer.h
+    third_party/gloo/gloo/transport/unbound_buffer.cc
+    third_party/gloo/gloo/transport/unbound_buffer.h
+    third_party/gloo/gloo/types.cc
+    third_party/gloo/gloo/types.h
 )
 
 set(DIST_ENGINE_MPI_SOURCES

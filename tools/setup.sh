@@ -10,7 +10,7 @@ set -euo pipefail
 packages=(
   bazel-bootstrap bazel-rules-java bazel-rules-proto bazel-platforms
   g++ libtorch-dev libgtest-dev librapidcheck-dev
-  libopenmpi-dev openmpi-bin libgloo-dev
+  libopenmpi-dev openmpi-bin
   libopenblas0-pthread nlohmann-json3-dev zlib1g-dev python3-torch
   dataset-fashion-mnist
 )

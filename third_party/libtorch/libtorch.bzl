@@ -4,7 +4,7 @@ Two LibTorch builds, each in a package of the repository, and targets at its
 root that select one by `--define=libtorch=official` (`--config=torch2`):
 
 - //system: Debian's libtorch-dev (1.13, CPU only): headers in /usr/include,
-  libraries in /usr/lib/x86_64-linux-gnu, Gloo as Debian's libgloo.
+  libraries in /usr/lib/x86_64-linux-gnu.
 - //official: an official LibTorch 2.x: the folder LIBTORCH_HOME names
   (`--repo_env=LIBTORCH_HOME=`, holding include/ and lib/), else the torch
   package of the engine's own virtual environment (.venv, made by
@@ -13,9 +13,9 @@ root that select one by `--define=libtorch=official` (`--config=torch2`):
   backend uses that NCCL, the one LibTorch itself loads.
 
 Root targets: libtorch (ATen, c10, c10d, the pickler), frontend (the C++
-frontend: nn, optim), gloo (Gloo's own library, where Gloo's headers match
-the LibTorch's Gloo), cuda (the CUDA runtime and NCCL), and the config_setting
-`official`.
+frontend: nn, optim), cuda (the CUDA runtime and NCCL), and the config_setting
+`official`. Neither offers LibTorch's Gloo: the gloo backend runs on the
+engine's own (third_party/gloo/README.md).
 """
 
 _HEADER_DIRS = ["ATen", "c10", "caffe2", "torch"]
@@ -38,16 +38,14 @@ config_setting(
         ":official": "//official:" + name,
         "//conditions:default": "//system:" + name,
     }),
-) for name in ["libtorch", "frontend", "gloo", "cuda"]]
+) for name in ["libtorch", "frontend", "cuda"]]
 """
 
 def _system_package(ctx):
     ctx.symlink("/usr/include/torch", "system/include/torch")
     for name in _LIBRARIES:
         ctx.symlink("/usr/lib/x86_64-linux-gnu/" + name, "system/lib/" + name)
-    ctx.template("system/BUILD", ctx.attr._system_template, {
-        "%{gloo_linkopts}": '"-lgloo"' if ctx.path("/usr/lib/libgloo.so").exists else "",
-    })
+    ctx.template("system/BUILD", ctx.attr._system_template, {})
 
 def _official_home(ctx):
     home = ctx.os.environ.get("LIBTORCH_HOME", "")

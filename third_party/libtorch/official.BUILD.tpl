@@ -23,14 +23,6 @@ cc_library(
     deps = [":libtorch"],
 )
 
-# No Gloo headers ship with an official LibTorch, and its Gloo (inside
-# libtorch_cpu) is PyTorch's pinned copy, which no other headers describe:
-# nothing here compiles against Gloo. The gloo backend is left out of this
-# build (engine/dist/backends/gloo/BUILD).
-cc_library(
-    name = "gloo",
-)
-
 # The CUDA runtime and NCCL that a wheel's LibTorch loads (one libnccl.so.2
 # per process).
 cc_library(

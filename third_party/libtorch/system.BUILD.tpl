@@ -27,14 +27,6 @@ cc_library(
     deps = [":libtorch"],
 )
 
-# Debian builds LibTorch against its own libgloo, whose headers are
-# libgloo-dev's: the adapter's Gloo calls meet the Gloo c10d runs on.
-cc_library(
-    name = "gloo",
-    linkopts = [%{gloo_linkopts}],
-    deps = [":libtorch"],
-)
-
 cc_library(
     name = "cuda",
     deps = ["@cuda"],

@@ -26,6 +26,8 @@ GROUPS = {
     "DIST_ENGINE_SOURCES": "kind(cc_library, //engine/...) except //engine/dist/backends/...",
     "DIST_ENGINE_STORE_SOURCES": "//engine/dist/backends/store:all",
     "DIST_ENGINE_GLOO_SOURCES": "kind(cc_library, //engine/dist/backends/gloo:all)",
+    # The engine's own copy of Gloo, which the gloo backend runs on.
+    "DIST_ENGINE_VENDORED_GLOO_SOURCES": "//third_party/gloo:gloo",
     "DIST_ENGINE_MPI_SOURCES": "kind(cc_library, //engine/dist/backends/mpi:all)",
     "DIST_ENGINE_NCCL_SOURCES": "kind(cc_library, //engine/dist/backends/nccl:all)",
     "DIST_ENGINE_SIM_SOURCES": "//sim:sim",

@@ -2,57 +2,25 @@
 
 #include <ATen/ATen.h>
 #include <gloo/common/error.h>
+#include <gloo/transport/tcp/device.h>
 #include <sched.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <numeric>
 #include <optional>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "engine/dist/backend_registry.h"
+#include "engine/dist/backends/gloo/rendezvous_store.h"
 #include "engine/dist/backends/store/tcp_store.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/reduce_kernel.h"
 
 namespace engine::dist::gloo {
 namespace {
-
-c10d::ReduceOp c10d_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return c10d::ReduceOp::SUM;
-    case ReduceOp::kProduct:
-      return c10d::ReduceOp::PRODUCT;
-    case ReduceOp::kMin:
-      return c10d::ReduceOp::MIN;
-    case ReduceOp::kMax:
-      return c10d::ReduceOp::MAX;
-    case ReduceOp::kBand:
-      return c10d::ReduceOp::BAND;
-    case ReduceOp::kBor:
-      return c10d::ReduceOp::BOR;
-    case ReduceOp::kBxor:
-      return c10d::ReduceOp::BXOR;
-  }
-  return c10d::ReduceOp::SUM;
-}
-
-// Bool travels as uint8, where these ops give the logical results.
-ReduceOp op_for_bool(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kMax:
-    case ReduceOp::kBor:
-      return ReduceOp::kMax;
-    case ReduceOp::kProduct:
-    case ReduceOp::kMin:
-    case ReduceOp::kBand:
-      return ReduceOp::kMin;
-    case ReduceOp::kBxor:
-      return ReduceOp::kBxor;
-  }
-  return op;
-}
 
 // c10's errors carry a backtrace that says nothing to the user of a timeout.
 std::string without_backtrace(const std::exception& e) {
@@ -65,7 +33,7 @@ std::exception_ptr peer_failure(int rank, const char* what, const std::exception
       PeerFailure(on_rank(rank, std::string("gloo ") + what + " failed: " + e.what())));
 }
 
-// A c10d work and what to do once it succeeded.
+// A call's work and what to do once it succeeded.
 class GlooWork : public Work {
  public:
   // `read_mode`: the pairs' mode, for a call of the adapter's own pairs (else null).
@@ -82,8 +50,8 @@ class GlooWork : public Work {
 
   // A wait that runs out of time throws Timeout but leaves a collective
   // pending (a late rank may still come); only a finished work's error is
-  // final. Gloo itself ends a send or receive whose wait ran out (c10d passes
-  // the wait's timeout to it), so that Timeout is final.
+  // final. Gloo itself ends a send or receive whose wait ran out, so that
+  // Timeout is final.
   void wait(std::chrono::milliseconds timeout) override {
     if (timeout == kNoTimeout) timeout = timeout_;
     if (!finished_) {
@@ -92,8 +60,7 @@ class GlooWork : public Work {
       bool done = false;
       // Yield the core a bounded number of times before blocking: a futex
       // wake-up costs tens of microseconds on small VMs, and yielding hands
-      // the core to c10d's worker and Gloo's reader threads, which finish
-      // the work (4 KiB all_reduce, 2 ranks: 380-455 us -> 230-280 us).
+      // the core to the backend's and Gloo's threads, which finish the work.
       constexpr int kYieldsBeforeBlocking = 256;
       for (int i = 0; i < kYieldsBeforeBlocking && !work_->isCompleted(); ++i) {
         std::this_thread::yield();
@@ -126,10 +93,7 @@ class GlooWork : public Work {
     return peer_failure(rank_, what_, e);
   }
 
-  // A completed work's own outcome, not the wait's error: when the wait
-  // runs out as the work ends (Gloo's timeout and the wait's are often the
-  // same), the wait reports c10d's "Operation timed out!" while the work
-  // holds Gloo's error, or none.
+  // A completed work's own outcome, not the wait's error.
   std::exception_ptr outcome(std::chrono::milliseconds timeout) const {
     const std::exception_ptr own = work_->exception();
     if (!own) return nullptr;
@@ -171,41 +135,49 @@ class GlooWork : public Work {
   }
 };
 
-// Gloo divides by the element count in some algorithms (allgather): a call
-// with nothing to move completes at once instead, on every rank alike, since
-// every rank passes the same shapes.
+// Gloo divides by the element count in some algorithms: a call with nothing
+// to move completes at once instead, on every rank alike, since every rank
+// passes the same shapes.
 WorkPtr nothing_to_move() { return completed_work(); }
 
-bool gloo_has_dtype(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat:
-    case at::kDouble:
-    case at::kHalf:
-    case at::kChar:
-    case at::kByte:
-    case at::kInt:
-    case at::kLong:
-      return true;
-    default:
-      return false;
-  }
+bool is_plain(const at::Tensor& tensor) {
+  return tensor.device().is_cpu() && tensor.layout() == at::kStrided && tensor.is_contiguous();
 }
 
-// Flat views of the (contiguous) tensors for Gloo's data movement, which is
-// typed: dtypes Gloo lacks (bool, bfloat16) travel as uint8 bytes; the others
-// keep their dtype (as bytes, c10d's large all_gather and broadcast measured
-// 10-20% slower). Not reshape({-1}): a one-element tensor counts as
-// contiguous whatever its stride, and reshape keeps that stride, which a
-// byte view refuses.
-at::Tensor as_flat(const at::Tensor& t) {
-  at::Tensor flat = t.as_strided({t.numel()}, {1});
-  return gloo_has_dtype(t.scalar_type()) ? flat : flat.view(at::kByte);
+// `tensor` where Gloo can reach it (CPU memory, contiguous): itself when it
+// is there already, else a copy of its values.
+at::Tensor plain(const at::Tensor& tensor) {
+  if (is_plain(tensor)) return tensor;
+  return at::empty(tensor.sizes(), tensor.options().device(at::kCPU)).copy_(tensor);
 }
 
-std::vector<at::Tensor> as_flat(const std::vector<at::Tensor>& list) {
+// A plain tensor's bytes, flat. Not view({-1}): a one-element tensor counts
+// as contiguous whatever its stride, which a byte view refuses.
+at::Tensor bytes_of(const at::Tensor& plain) {
+  return plain.as_strided({plain.numel()}, {1}).view(at::kByte);
+}
+
+// Writes a plain copy's values back to where the caller holds them.
+void copy_back(at::Tensor& original, const at::Tensor& copy) {
+  if (!copy.is_same(original)) original.copy_(copy);
+}
+
+std::vector<at::Tensor> plain(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> out;
-  for (const auto& t : list) out.push_back(as_flat(t));
+  for (const at::Tensor& tensor : tensors) out.push_back(plain(tensor));
   return out;
+}
+
+// A fresh CPU block with one `input` a rank.
+at::Tensor block_for(const at::Tensor& input, int ranks) {
+  return at::empty({ranks, input.numel()}, input.options().device(at::kCPU));
+}
+
+// Copies a block's rows (see block_for) out to `outputs`.
+void copy_rows(std::vector<at::Tensor> outputs, const at::Tensor& block) {
+  for (size_t rank = 0; rank < outputs.size(); ++rank) {
+    outputs[rank].copy_(block[static_cast<int64_t>(rank)].view(outputs[rank].sizes()));
+  }
 }
 
 bool holds_one_input_a_rank(const std::vector<at::Tensor>& outputs, const at::Tensor& input,
@@ -228,13 +200,25 @@ int usable_cores() {
   return CPU_COUNT(&cores);
 }
 
+// Ranks on one machine talk over loopback. Otherwise the interface named by
+// GLOO_SOCKET_IFNAME (as PyTorch's users set it), else the address of this
+// machine's hostname.
+std::shared_ptr<::gloo::transport::Device> make_device(const std::string& master_addr) {
+  ::gloo::transport::tcp::attr attr;
+  const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+  if (is_loopback(master_addr)) {
+    attr.hostname = "127.0.0.1";
+  } else if (interface != nullptr && *interface != '\0') {
+    attr.iface = interface;
+  }
+  return ::gloo::transport::tcp::CreateDevice(attr);
+}
+
 std::shared_ptr<Backend> create(const BackendOptions& options) {
   auto store = make_tcp_store(options, "gloo");
-  // Ranks on one machine talk over loopback; otherwise Gloo picks the interface.
-  const std::string hostname = is_loopback(options.master_addr) ? "127.0.0.1" : "";
   const bool may_spin = options.local_world_size <= usable_cores();
   return std::make_shared<GlooBackend>(store, options.rank, options.world_size, options.timeout,
-                                       hostname, may_spin, options.rank);
+                                       make_device(options.master_addr), may_spin, options.rank);
 }
 
 const BackendRegistration registration("gloo", create);
@@ -242,24 +226,24 @@ const BackendRegistration registration("gloo", create);
 }  // namespace
 
 GlooBackend::GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                         std::chrono::milliseconds timeout, const std::string& hostname,
-                         bool may_spin, int world_rank)
+                         std::chrono::milliseconds timeout,
+                         std::shared_ptr<::gloo::transport::Device> device, bool may_spin,
+                         int world_rank)
     : store_(std::move(store)),
+      device_(std::move(device)),
       rank_(rank),
       world_rank_(world_rank),
       size_(size),
       timeout_(timeout),
-      hostname_(hostname),
       may_spin_(may_spin) {
-  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  options->devices.push_back(hostname.empty()
-                                 ? c10d::ProcessGroupGloo::createDefaultDevice()
-                                 : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
-  group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank, size, options);
   if (size > 1) {
-    pairs_ = std::make_unique<PairCollectives>(options->devices.front(), store_, rank, size,
-                                               timeout, may_spin);
+    pairs_ = std::make_unique<PairCollectives>(
+        device_, std::make_shared<RendezvousStore>(store_, "engine_pair_collectives"), rank, size,
+        timeout, may_spin);
   }
+  unbound_ = std::make_unique<UnboundCollectives>(
+      device_, std::make_shared<RendezvousStore>(store_, "engine_unbound_collectives"), rank, size,
+      timeout);
 }
 
 WorkPtr GlooBackend::wrap(c10::intrusive_ptr<c10d::Work> work, const char* what,
@@ -274,128 +258,120 @@ WorkPtr GlooBackend::wrap_pairs(c10::intrusive_ptr<c10d::Work> work, const char*
                                     timeout_, pairs_->read_mode());
 }
 
-GlooBackend::Reduction GlooBackend::staged(const at::Tensor& tensor, ReduceOp op) const {
-  switch (tensor.scalar_type()) {
-    case at::kBool:
-      return {tensor.to(at::kByte), op_for_bool(op)};
-    case at::kBFloat16:
-      return {tensor.to(at::kFloat), op};
-    default:
-      if (gloo_has_dtype(tensor.scalar_type())) return {tensor, op};
-      throw InvalidArgument(on_rank(world_rank_, std::string("the gloo backend cannot reduce ") +
-                                                     c10::toString(tensor.scalar_type()) +
-                                                     " tensors: convert them first"));
-  }
+void GlooBackend::check_reducible(const at::Tensor& tensor, ReduceOp op) const {
+  if (can_reduce(tensor.scalar_type(), op)) return;
+  throw InvalidArgument(on_rank(world_rank_, std::string("the gloo backend cannot reduce ") +
+                                                 c10::toString(tensor.scalar_type()) + " with " +
+                                                 reduce_op_name(op) +
+                                                 "; use a real number, integer or bool dtype"));
 }
 
 WorkPtr GlooBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
-  if (tensor.numel() == 0) return nothing_to_move();
-  if (pairs_ && pairs_->handles(tensor, op)) {
-    return wrap_pairs(pairs_->all_reduce(tensor, op), "all_reduce");
-  }
-  const Reduction r = staged(tensor, op);
-  std::vector<at::Tensor> tensors = {r.tensor};
-  c10d::AllreduceOptions options;
-  options.reduceOp = c10d_op(r.op);
-  return wrap(group_->allreduce(tensors, options), "all_reduce", [tensor, r]() mutable {
-    if (!r.tensor.is_same(tensor)) tensor.copy_(r.tensor);
-  });
+  check_reducible(tensor, op);
+  if (tensor.numel() == 0 || !pairs_) return nothing_to_move();
+  const at::Tensor reduced = plain(tensor);
+  return wrap_pairs(pairs_->all_reduce(reduced, op), "all_reduce",
+                    [tensor, reduced]() mutable { copy_back(tensor, reduced); });
 }
 
 WorkPtr GlooBackend::broadcast(at::Tensor& tensor, int root) {
-  if (tensor.numel() == 0) return nothing_to_move();
-  if (pairs_ && pairs_->handles(tensor))
-    return wrap_pairs(pairs_->broadcast(tensor, root), "broadcast");
-  std::vector<at::Tensor> tensors = {as_flat(tensor)};
-  c10d::BroadcastOptions options;
-  options.rootRank = root;
-  return wrap(group_->broadcast(tensors, options), "broadcast");
+  if (tensor.numel() == 0 || !pairs_) return nothing_to_move();
+  const at::Tensor sent = plain(tensor);
+  return wrap_pairs(pairs_->broadcast(sent, root), "broadcast",
+                    [tensor, sent]() mutable { copy_back(tensor, sent); });
 }
 
 WorkPtr GlooBackend::reduce(at::Tensor& tensor, int root, ReduceOp op) {
-  if (tensor.numel() == 0) return nothing_to_move();
+  check_reducible(tensor, op);
+  if (tensor.numel() == 0 || !pairs_) return nothing_to_move();
   const bool is_root = rank_ == root;
-  // Gloo may write the non-root buffers: give them a copy.
-  const Reduction r = staged(is_root ? tensor : tensor.clone(), op);
-  std::vector<at::Tensor> tensors = {r.tensor};
-  c10d::ReduceOptions options;
-  options.reduceOp = c10d_op(r.op);
-  options.rootRank = root;
-  return wrap(group_->reduce(tensors, options), "reduce", [tensor, r, is_root]() mutable {
-    if (is_root && !r.tensor.is_same(tensor)) tensor.copy_(r.tensor);
-  });
+  // Only the root's tensor changes: its peers reduce a copy.
+  const at::Tensor reduced = is_root ? plain(tensor) : plain(tensor).clone();
+  return wrap_pairs(pairs_->all_reduce(reduced, op), "reduce",
+                    [tensor, reduced, is_root]() mutable {
+                      if (is_root) copy_back(tensor, reduced);
+                    });
 }
 
 WorkPtr GlooBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   if (input.numel() == 0) return nothing_to_move();
-  // A fresh block on input's device is plain exactly when the input is.
-  if (pairs_ && holds_one_input_a_rank(outputs, input, size_) && pairs_->handles(input)) {
-    // all_gather_into_tensor's path, which the debug checker counts as the
-    // same call: ranks making one and ranks making the other still meet.
-    at::Tensor block = at::empty({size_, input.numel()}, input.options());
-    return wrap_pairs(pairs_->all_gather(block, input), "all_gather", [block, outputs]() mutable {
-      for (size_t rank = 0; rank < outputs.size(); ++rank) {
-        outputs[rank].copy_(block[rank].view(outputs[rank].sizes()));
-      }
-    });
+  if (!holds_one_input_a_rank(outputs, input, size_)) {
+    throw InvalidArgument(on_rank(world_rank_,
+                                  "gloo all_gather needs one output a rank, each of "
+                                  "the input's dtype and element count"));
   }
-  std::vector<std::vector<at::Tensor>> out = {as_flat(outputs)};
-  std::vector<at::Tensor> in = {as_flat(input)};
-  return wrap(group_->allgather(out, in), "all_gather");
+  // all_gather_into_tensor's path, which the debug checker counts as the
+  // same call: ranks making one and ranks making the other still meet.
+  at::Tensor block = block_for(input, size_);
+  if (!pairs_) {
+    copy_rows(outputs, block.copy_(input.reshape({1, -1})));
+    return nothing_to_move();
+  }
+  return wrap_pairs(pairs_->all_gather(block, plain(input)), "all_gather",
+                    [block, outputs] { copy_rows(outputs, block); });
 }
 
 WorkPtr GlooBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) {
   if (input.numel() == 0) return nothing_to_move();
-  if (pairs_ && pairs_->handles(output, input)) {
-    return wrap_pairs(pairs_->all_gather(output, input), "all_gather");
+  const at::Tensor gathered = plain(output);
+  if (pairs_ && pairs_->handles(gathered, plain(input))) {
+    return wrap_pairs(pairs_->all_gather(gathered, plain(input)), "all_gather",
+                      [output, gathered]() mutable { copy_back(output, gathered); });
   }
   return Backend::all_gather_into_tensor(output, input);
 }
 
 WorkPtr GlooBackend::gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
   if (input.numel() == 0) return nothing_to_move();
-  std::vector<std::vector<at::Tensor>> out;
-  if (rank_ == root) out.push_back(as_flat(outputs));
-  std::vector<at::Tensor> in = {as_flat(input)};
-  c10d::GatherOptions options;
-  options.rootRank = root;
-  return wrap(group_->gather(out, in, options), "gather");
+  const bool is_root = rank_ == root;
+  if (is_root && !holds_one_input_a_rank(outputs, input, size_)) {
+    throw InvalidArgument(on_rank(world_rank_,
+                                  "gloo gather needs one output a rank on the root, "
+                                  "each of the input's dtype and element count"));
+  }
+  at::Tensor block = is_root ? block_for(input, size_) : at::Tensor();
+  return wrap(unbound_->gather(plain(input), block, root), "gather", [block, outputs, is_root] {
+    if (is_root) copy_rows(outputs, block);
+  });
 }
 
 WorkPtr GlooBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) {
   if (output.numel() == 0) return nothing_to_move();
-  std::vector<at::Tensor> out = {as_flat(output)};
-  std::vector<std::vector<at::Tensor>> in;
-  if (rank_ == root) in.push_back(as_flat(inputs));
-  c10d::ScatterOptions options;
-  options.rootRank = root;
-  return wrap(group_->scatter(out, in, options), "scatter");
+  const at::Tensor received = plain(output);
+  const std::vector<at::Tensor> sent = rank_ == root ? plain(inputs) : std::vector<at::Tensor>();
+  return wrap(unbound_->scatter(received, sent, root), "scatter",
+              [output, received]() mutable { copy_back(output, received); });
 }
 
 WorkPtr GlooBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                     ReduceOp op) {
+  check_reducible(output, op);
   if (output.numel() == 0) return nothing_to_move();
-  if (pairs_ && pairs_->handles(output, inputs, op)) {
-    return wrap_pairs(pairs_->reduce_scatter(output, inputs, op), "reduce_scatter");
+  const at::Tensor reduced = plain(output);
+  const std::vector<at::Tensor> blocks = plain(inputs);
+  if (pairs_ && pairs_->handles(reduced, blocks, op)) {
+    return wrap_pairs(pairs_->reduce_scatter(reduced, blocks, op), "reduce_scatter",
+                      [output, reduced]() mutable { copy_back(output, reduced); });
   }
   return reduce_scatter_through_all_reduce(output, torch::utils::flatten_dense_tensors(inputs), op);
 }
 
 WorkPtr GlooBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input,
                                            ReduceOp op) {
+  check_reducible(output, op);
   if (output.numel() == 0) return nothing_to_move();
-  if (pairs_ && input.is_contiguous()) {
-    const std::vector<at::Tensor> blocks = input.view({-1}).split(output.numel());
-    if (pairs_->handles(output, blocks, op)) {
-      return wrap_pairs(pairs_->reduce_scatter(output, blocks, op), "reduce_scatter");
-    }
+  const at::Tensor reduced = plain(output);
+  const std::vector<at::Tensor> blocks = plain(input).view({-1}).split(output.numel());
+  if (pairs_ && pairs_->handles(reduced, blocks, op)) {
+    return wrap_pairs(pairs_->reduce_scatter(reduced, blocks, op), "reduce_scatter",
+                      [output, reduced]() mutable { copy_back(output, reduced); });
   }
   return reduce_scatter_through_all_reduce(output, input.reshape({-1}).clone(), op);
 }
 
-// Where the pairs cannot take a call (a reduction the engine's kernel does
-// not do, a strided tensor): all-reduce everything, keep this rank's chunk.
-// `all` is a flat buffer of this call's own, overwritten.
+// Where the pairs cannot take a call (blocks of other sizes, or one rank):
+// all-reduce everything, keep this rank's chunk. `all` is a flat buffer of
+// this call's own, overwritten.
 WorkPtr GlooBackend::reduce_scatter_through_all_reduce(const at::Tensor& output, at::Tensor all,
                                                        ReduceOp op) {
   WorkPtr reduced = all_reduce(all, op);
@@ -406,24 +382,39 @@ WorkPtr GlooBackend::reduce_scatter_through_all_reduce(const at::Tensor& output,
   });
 }
 
+// Each rank's inputs, joined, go to the ranks in rank order (Gloo's
+// alltoallv, in bytes).
 WorkPtr GlooBackend::all_to_all(std::vector<at::Tensor>& outputs,
                                 const std::vector<at::Tensor>& inputs) {
   if (inputs.at(0).numel() == 0) return nothing_to_move();
-  at::Tensor sent = torch::utils::flatten_dense_tensors(as_flat(inputs));
-  at::Tensor received = at::empty_like(sent);
-  std::vector<int64_t> equal_split;
-  return wrap(group_->alltoall_base(received, sent, equal_split, equal_split), "all_to_all",
-              [received, sent, outputs] {
-                const auto targets = as_flat(outputs);
-                const auto parts = torch::utils::unflatten_dense_tensors(received, targets);
-                for (size_t i = 0; i < targets.size(); ++i) targets[i].copy_(parts[i]);
+  std::vector<at::Tensor> sent_parts;
+  std::vector<int64_t> sent_bytes;
+  for (const at::Tensor& input : inputs) {
+    sent_parts.push_back(bytes_of(plain(input)));
+    sent_bytes.push_back(static_cast<int64_t>(input.nbytes()));
+  }
+  std::vector<int64_t> received_bytes;
+  for (const at::Tensor& output : outputs) {
+    received_bytes.push_back(static_cast<int64_t>(output.nbytes()));
+  }
+  const int64_t total = std::accumulate(received_bytes.begin(), received_bytes.end(), int64_t{0});
+  at::Tensor received = at::empty({total}, at::TensorOptions().dtype(at::kByte));
+  return wrap(unbound_->all_to_all(at::cat(sent_parts), sent_bytes, received, received_bytes),
+              "all_to_all", [received, outputs] {
+                int64_t offset = 0;
+                for (at::Tensor output : outputs) {
+                  const auto bytes = static_cast<int64_t>(output.nbytes());
+                  const at::Tensor part = received.narrow(0, offset, bytes);
+                  output.copy_(part.view(output.scalar_type()).view(output.sizes()));
+                  offset += bytes;
+                }
               });
 }
 
-WorkPtr GlooBackend::barrier() { return wrap(group_->barrier(), "barrier"); }
+WorkPtr GlooBackend::barrier() { return wrap(unbound_->barrier(), "barrier"); }
 
-// c10d hands a send or receive to Gloo at once, in the caller's thread, so
-// a connection that Gloo already closed (it does so when a receive's wait
+// A send or receive is handed to Gloo at once, in the caller's thread, so a
+// connection that Gloo already closed (it does so when a receive's wait
 // timed out) throws here: the error belongs to the Work, as for any call.
 WorkPtr GlooBackend::point_to_point(
     const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) const {
@@ -436,14 +427,15 @@ WorkPtr GlooBackend::point_to_point(
 
 WorkPtr GlooBackend::send(const at::Tensor& tensor, int dst, int tag) {
   if (tensor.numel() == 0) return nothing_to_move();
-  std::vector<at::Tensor> tensors = {as_flat(tensor)};
-  return point_to_point("send", [&] { return group_->send(tensors, dst, tag); });
+  const at::Tensor sent = plain(tensor);
+  return point_to_point("send", [&] { return unbound_->send(sent, dst, tag); });
 }
 
 WorkPtr GlooBackend::recv(at::Tensor& tensor, int src, int tag) {
   if (tensor.numel() == 0) return nothing_to_move();
-  std::vector<at::Tensor> tensors = {as_flat(tensor)};
-  return point_to_point("recv", [&] { return group_->recv(tensors, src, tag); });
+  const at::Tensor received = plain(tensor);
+  WorkPtr work = point_to_point("recv", [&] { return unbound_->recv(received, src, tag); });
+  return then(work, [tensor, received]() mutable { copy_back(tensor, received); });
 }
 
 std::shared_ptr<Backend> GlooBackend::split(const std::vector<int>& ranks) {
@@ -454,8 +446,8 @@ std::shared_ptr<Backend> GlooBackend::split(const std::vector<int>& ranks) {
   if (me == ranks.end()) return nullptr;
   auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
   return std::make_shared<GlooBackend>(store, static_cast<int>(me - ranks.begin()),
-                                       static_cast<int>(ranks.size()), timeout_, hostname_,
-                                       may_spin_, world_rank_);
+                                       static_cast<int>(ranks.size()), timeout_, device_, may_spin_,
+                                       world_rank_);
 }
 
 }  // namespace engine::dist::gloo

@@ -5,8 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <utility>
 #include <vector>
 
 #include "engine/dist/reduce_kernel.h"
@@ -60,43 +59,22 @@ class PairCollectives::Ring {
   ::gloo::AllgatherRing<uint8_t> algorithm_;
 };
 
-// One queued call; c10d's Work gives it the waiting and the error.
-class PairCollectives::Task : public c10d::Work {
- public:
-  explicit Task(std::function<void()> call) : call_(std::move(call)) {}
-
-  void run() {
-    try {
-      call_();
-      finish();
-    } catch (...) {
-      finish(std::current_exception());
-    }
-  }
-
- private:
-  std::function<void()> call_;
-};
-
-PairCollectives::PairCollectives(const std::shared_ptr<::gloo::transport::Device>& device,
-                                 const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                 std::chrono::milliseconds timeout, bool may_spin)
+PairCollectives::PairCollectives(std::shared_ptr<::gloo::transport::Device> device,
+                                 std::shared_ptr<::gloo::rendezvous::Store> store, int rank,
+                                 int size, std::chrono::milliseconds timeout, bool may_spin)
     : context_(std::make_shared<::gloo::rendezvous::Context>(rank, size)) {
   context_->setTimeout(timeout);
-  c10d::ProcessGroupGloo::GlooStore rendezvous(
-      c10::make_intrusive<c10d::PrefixStore>("engine_pair_collectives", store));
-  auto shared_device = device;
-  context_->connectFullMesh(rendezvous, shared_device);
+  context_->connectFullMesh(std::move(store), device);
   read_mode_ =
       std::make_shared<ReadMode>(may_spin, [this](bool spin) { use_synchronous_pairs(spin); });
   chunked_ = std::make_unique<ChunkedRing>(context_, *read_mode_);
-  server_ = std::thread([this] { serve(); });
+  queue_ = std::make_unique<CallQueue>([this] { read_mode_->refresh(); });
 }
 
 // In synchronous mode the thread that waits for a message reads it from the
 // socket itself, instead of Gloo's device thread reading it and waking the
 // waiter: one thread hand-off fewer per message, which is most of a small
-// call's time. It is safe here because one thread (serve) runs every call on
+// call's time. It is safe here because one thread (the CallQueue's) runs every call on
 // these pairs, and no write can wait on a peer that is itself waiting to
 // write: the gather rings and the chunked ring's all_reduce and all_gather
 // keep at most one unread message of a rank's on each connection, of at most
@@ -110,14 +88,7 @@ void PairCollectives::use_synchronous_pairs(bool spin) {
   }
 }
 
-PairCollectives::~PairCollectives() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  queued_.notify_one();
-  server_.join();
-}
+PairCollectives::~PairCollectives() = default;
 
 bool PairCollectives::handles(const at::Tensor& tensor, ReduceOp op) const {
   return is_plain(tensor) && can_reduce(tensor.scalar_type(), op);
@@ -155,7 +126,7 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::reduce_scatter(
       }
     });
   }
-  return enqueue([this, output, blocks, op] {
+  return queue_->enqueue([this, output, blocks, op] {
     // Both ways read every block to the end: one under the output needs a copy.
     std::vector<at::Tensor> sources;
     for (const at::Tensor& block : blocks) {
@@ -180,7 +151,7 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> PairCollectives::all_reduce(const at::Tensor& tensor, ReduceOp op) {
   if (tensor.nbytes() > kMaxGatherRingBytes) {
-    return enqueue([this, tensor, op] {
+    return queue_->enqueue([this, tensor, op] {
       chunked_->all_reduce(tensor.data_ptr(), tensor.numel(), tensor.scalar_type(), op);
     });
   }
@@ -195,7 +166,7 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::all_reduce(const at::Tensor& ten
 }
 
 c10::intrusive_ptr<c10d::Work> PairCollectives::broadcast(const at::Tensor& tensor, int root) {
-  return enqueue(
+  return queue_->enqueue(
       [this, tensor, root] { chunked_->broadcast(tensor.data_ptr(), tensor.nbytes(), root); });
 }
 
@@ -206,7 +177,7 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::all_gather(const at::Tensor& out
       std::memcpy(output.data_ptr(), gathered, output.nbytes());
     });
   }
-  return enqueue([this, output, input] {
+  return queue_->enqueue([this, output, input] {
     const size_t bytes = input.nbytes();
     if (StagedPairs* staged = staging_for(bytes)) {
       staged->run(StagedTransfer::all_gather(
@@ -223,36 +194,11 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::all_gather(const at::Tensor& out
 
 c10::intrusive_ptr<c10d::Work> PairCollectives::gather(std::vector<at::Tensor> pieces,
                                                        UseGathered use) {
-  return enqueue([this, pieces = std::move(pieces), use = std::move(use)] {
+  return queue_->enqueue([this, pieces = std::move(pieces), use = std::move(use)] {
     size_t bytes = 0;
     for (const at::Tensor& piece : pieces) bytes += piece.nbytes();
     use(ring_for(bytes).gather(pieces), bytes);
   });
-}
-
-c10::intrusive_ptr<c10d::Work> PairCollectives::enqueue(std::function<void()> call) {
-  auto task = c10::make_intrusive<Task>(std::move(call));
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(task);
-  }
-  queued_.notify_one();
-  return task;
-}
-
-void PairCollectives::serve() {
-  for (;;) {
-    c10::intrusive_ptr<Task> task;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      queued_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    read_mode_->refresh();
-    task->run();
-  }
 }
 
 StagedPairs* PairCollectives::staging_for(size_t block_bytes) {

@@ -5,18 +5,14 @@
 #include <gloo/transport/device.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <thread>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
+#include "engine/dist/backends/gloo/call_queue.h"
 #include "engine/dist/backends/gloo/chunked_ring.h"
 #include "engine/dist/backends/gloo/read_mode.h"
 #include "engine/dist/backends/gloo/staged_pairs.h"
@@ -63,11 +59,11 @@ class PairCollectives {
   static constexpr size_t kMinStagedBlockBytes = 64 * 1024;
   static constexpr int kMaxStagedRanks = 16;
 
-  // Connects a full mesh of `size` ranks through `store` (a collective call).
-  // `may_spin`: whether the machine has a core for each of its ranks (see
-  // ReadMode).
-  PairCollectives(const std::shared_ptr<::gloo::transport::Device>& device,
-                  const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+  // Connects a full mesh of `size` ranks through `store` (a collective call;
+  // the store's keys are this context's own). `may_spin`: whether the machine
+  // has a core for each of its ranks (see ReadMode).
+  PairCollectives(std::shared_ptr<::gloo::transport::Device> device,
+                  std::shared_ptr<::gloo::rendezvous::Store> store, int rank, int size,
                   std::chrono::milliseconds timeout, bool may_spin);
   ~PairCollectives();
 
@@ -101,15 +97,12 @@ class PairCollectives {
 
  private:
   class Ring;
-  class Task;
   // What a small call does with the gathered tensors (rank order, `bytes` each).
   using UseGathered = std::function<void(const uint8_t* gathered, size_t bytes)>;
 
   void use_synchronous_pairs(bool spin);
-  c10::intrusive_ptr<c10d::Work> enqueue(std::function<void()> call);
   // Gathers every rank's `pieces`, joined in order.
   c10::intrusive_ptr<c10d::Work> gather(std::vector<at::Tensor> pieces, UseGathered use);
-  void serve();
   Ring& ring_for(size_t bytes);
   // On the serving thread: the staging for a call with blocks of
   // `block_bytes`, or null; made (collectively, through gather rings) the
@@ -126,11 +119,8 @@ class PairCollectives {
   std::unique_ptr<ChunkedRing> chunked_;
   std::unique_ptr<StagedPairs> staged_;  // null until made, or when it cannot be
   bool staging_tried_ = false;
-  std::mutex mutex_;
-  std::condition_variable queued_;
-  std::deque<c10::intrusive_ptr<Task>> queue_;
-  bool stopping_ = false;
-  std::thread server_;
+  // Last: its thread runs the calls on everything above, so it stops first.
+  std::unique_ptr<CallQueue> queue_;
 };
 
 }  // namespace engine::dist::gloo
