@@ -13,8 +13,9 @@ root that select one by `--define=libtorch=official` (`--config=torch2`):
   backend uses that NCCL, the one LibTorch itself loads.
 
 Root targets: libtorch (ATen, c10, c10d, the pickler), frontend (the C++
-frontend: nn, optim), cuda (the CUDA runtime and NCCL), and the config_setting
-`official`. Neither offers LibTorch's Gloo: the gloo backend runs on the
+frontend: nn, optim), cuda (the CUDA runtime and NCCL), torchrun (the
+launcher of the PyTorch that LibTorch comes with: its agent's TCPStore speaks
+that LibTorch's protocol), and the config_setting `official`. Neither offers LibTorch's Gloo: the gloo backend runs on the
 engine's own (third_party/gloo/README.md).
 """
 
@@ -38,13 +39,14 @@ config_setting(
         ":official": "//official:" + name,
         "//conditions:default": "//system:" + name,
     }),
-) for name in ["libtorch", "frontend", "cuda"]]
+) for name in ["libtorch", "frontend", "cuda", "torchrun"]]
 """
 
 def _system_package(ctx):
     ctx.symlink("/usr/include/torch", "system/include/torch")
     for name in _LIBRARIES:
         ctx.symlink("/usr/lib/x86_64-linux-gnu/" + name, "system/lib/" + name)
+    _torchrun(ctx, ctx.path("/usr/bin/torchrun"), "system")
     ctx.template("system/BUILD", ctx.attr._system_template, {})
 
 def _official_home(ctx):
@@ -59,6 +61,13 @@ def _official_home(ctx):
                 return torch
     return None
 
+# `package`/torchrun: the given torchrun, or a script that says it is missing.
+def _torchrun(ctx, torchrun, package):
+    if torchrun.exists:
+        ctx.symlink(torchrun, package + "/torchrun")
+    else:
+        ctx.file(package + "/torchrun", "#!/bin/sh\necho 'no torchrun beside this LibTorch (%s)' >&2\nexit 1\n" % torchrun, executable = True)
+
 def _official_package(ctx):
     home = _official_home(ctx)
     if not home or not home.get_child("include").exists:
@@ -71,6 +80,10 @@ def _official_package(ctx):
         ctx.symlink(home.get_child("include").get_child(name), "official/include/" + name)
     for name in _LIBRARIES:
         ctx.symlink(home.get_child("lib").get_child(name), "official/lib/" + name)
+
+    # A wheel's torch/ is .venv/lib/pythonX.Y/site-packages/torch; its
+    # torchrun is the environment's bin/torchrun.
+    _torchrun(ctx, home.dirname.dirname.dirname.dirname.get_child("bin").get_child("torchrun"), "official")
 
     # A wheel's NVIDIA libraries: LibTorch's own CUDA runtime and NCCL.
     nvidia = home.dirname.get_child("nvidia")

@@ -2,6 +2,8 @@ load("@rules_cc//cc:defs.bzl", "cc_library")
 
 package(default_visibility = ["//visibility:public"])
 
+exports_files(["torchrun"])
+
 # An official LibTorch 2.x, declared whole. Its headers need C++20, as the
 # engine's code is built (bazel/cc.bzl).
 cc_library(

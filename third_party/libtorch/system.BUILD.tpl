@@ -2,6 +2,8 @@ load("@rules_cc//cc:defs.bzl", "cc_library")
 
 package(default_visibility = ["//visibility:public"])
 
+exports_files(["torchrun"])
+
 # Debian's libtorch-dev. Its headers sit in /usr/include, which the compiler
 # searches anyway and Bazel treats as the system's (as it does libc's: a new
 # libtorch-dev needs `bazel clean`). Declaring them made every compile
