@@ -12,7 +12,8 @@
 #   bash ci/gpu.sh              on a GPU machine (python3 has a CUDA torch)
 #   bash ci/gpu.sh --rehearse   anywhere else: the same build, the nccl
 #                               backend's own test, the unit tests, gloo,
-#                               the suites and the demo on the simulator; stops
+#                               the suites and the demo on the simulator, a
+#                               checkpoint to and from this PyTorch; stops
 #                               where a GPU is needed (CI runs it offline,
 #                               without Bazel)
 #
@@ -102,6 +103,8 @@ if [[ $mode == --rehearse ]]; then
   done
   run demo_sim_2 "$build/train" --config examples/train_config.json --ranks 2 --iters 60 \
     --work-dir "$build/demo"
+  run torch_round_trip tools/checkpoint/torch_round_trip.sh "$python" "$build/train" \
+    "$build/round_trip"
   echo "gpu rehearsal: ${passed} passed, ${failed} failed; stopped where a GPU is needed"
   exit $((failed > 0))
 fi

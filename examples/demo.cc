@@ -30,6 +30,7 @@ engine::runner::RunnerOptions runner_options(const Json& train, const DemoOverri
   config.finish();
   options.work_dir = overrides.work_dir;
   options.resume_from = overrides.resume_from;
+  options.load_from = overrides.load_from;
   options.quiet = overrides.quiet;
   return options;
 }

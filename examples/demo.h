@@ -16,6 +16,7 @@ struct DemoOverrides {
   std::optional<int64_t> checkpoint_interval;
   std::string work_dir = "work_dirs/train";
   std::optional<std::string> resume_from;
+  std::optional<std::string> load_from;
   bool shares_process = false;  // simulator ranks: no process-wide seeding
   bool quiet = false;
   // Where rank 0 writes every rank's calls as one Chrome trace (Perfetto).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo end to end: train (writing a Chrome trace of every rank's
-# collectives), then resume from the latest checkpoint.
+# collectives), then resume from the latest checkpoint, then start a run from
+# its weights alone (--load-from) and validate them unchanged.
 #   demo_test.sh RANKS CONFIG MIN_ACCURACY COMMAND...
 # COMMAND is the train binary, or a launcher followed by it and its flags;
 # MIN_ACCURACY is the least validation accuracy after 60 iterations.
@@ -37,4 +38,10 @@ echo "$second"
 expect "resumed from $work/iter_60.pth at iteration 60" "$second"
 expect "trained from iteration 60" "$second"
 expect "parameters and buffers identical on all $ranks ranks" "$second"
+
+third=$(run "$@" --iters 0 --load-from "$work/iter_60.pth" --work-dir "$work/loaded") ||
+  { echo "$third"; echo "FAIL: the run from loaded weights failed"; exit 1; }
+echo "$third"
+expect "loaded the weights of $work/iter_60.pth" "$third"
+expect "final val accuracy $accuracy" "$third"
 echo PASS

@@ -33,19 +33,21 @@ struct Args {
             << "usage: train [--config FILE] [--ranks N] [--launcher none|pytorch|mpi|slurm]\n"
             << "             [--backend gloo|mpi|nccl] [--iters N] [--checkpoint-interval N]\n"
             << "             [--work-dir DIR]\n"
-            << "             [--resume FILE|auto] [--trace FILE.json]\n"
+            << "             [--resume FILE|auto] [--load-from FILE] [--trace FILE.json]\n"
             << "Without --launcher (or with none) the run uses N simulated ranks.\n";
   std::exit(2);
 }
 
-int to_int(const std::string& flag, const std::string& value) {
+// `value` as an integer of at least `least`.
+int to_int(const std::string& flag, const std::string& value, int least = 1) {
   try {
     size_t used = 0;
     const int out = std::stoi(value, &used);
-    if (used == value.size() && out > 0) return out;
+    if (used == value.size() && out >= least) return out;
   } catch (const std::exception&) {
   }
-  usage(flag + " needs a positive integer, got \"" + value + "\"");
+  usage(flag + " needs an integer of at least " + std::to_string(least) + ", got \"" + value +
+        "\"");
 }
 
 // Under `bazel run`, relative paths are the user's, from where they ran it.
@@ -69,13 +71,15 @@ Args parse(int argc, char** argv) {
     else if (flag == "--backend")
       args.overrides.backend = value;
     else if (flag == "--iters")
-      args.overrides.max_iters = to_int(flag, value);
+      args.overrides.max_iters = to_int(flag, value, /*least=*/0);  // 0: validate only
     else if (flag == "--checkpoint-interval")
       args.overrides.checkpoint_interval = to_int(flag, value);
     else if (flag == "--work-dir")
       args.work_dir = value;
     else if (flag == "--resume")
       args.overrides.resume_from = value;
+    else if (flag == "--load-from")
+      args.overrides.load_from = user_path(value);
     else if (flag == "--trace")
       args.overrides.trace_path = user_path(value);
     else

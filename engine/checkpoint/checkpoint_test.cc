@@ -1,11 +1,15 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/version.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -13,6 +17,7 @@
 
 #include "engine/checkpoint/file.h"
 #include "engine/checkpoint/state_dict.h"
+#include "engine/dist/pickle.h"
 
 namespace engine::checkpoint {
 namespace {
@@ -128,7 +133,9 @@ TEST_F(CheckpointFileTest, TruncationIsNamedWithTheFile) {
   const auto error = load_error();
   EXPECT_NE(error.find("checkpoint " + path_ + ": truncated"), std::string::npos) << error;
   overwrite(full.substr(0, 5));
-  EXPECT_NE(load_error().find("shorter than the 24-byte header"), std::string::npos);
+  EXPECT_NE(load_error().find("shorter than the 24-byte envelope"), std::string::npos);
+  overwrite(full.substr(0, full.size() / 2));
+  EXPECT_NE(load_error().find("its envelope is missing: truncated?"), std::string::npos);
 }
 
 TEST_F(CheckpointFileTest, AFlippedBitIsCaughtByTheChecksum) {
@@ -147,6 +154,80 @@ TEST_F(CheckpointFileTest, ForeignAndMissingFilesAreNamed) {
   save_file(path_, content(1));
   overwrite(bytes() + "extra");
   EXPECT_NE(load_error().find("trailing bytes"), std::string::npos);
+}
+
+// The file is one zip archive, as torch.save writes, that LibTorch's own
+// reader (the one torch.load uses) takes whole, envelope and all.
+TEST_F(CheckpointFileTest, TheFileIsAZipThatTorchsReaderTakesWhole) {
+  save_file(path_, content(1.5));
+  const std::string data = bytes();
+  ASSERT_EQ(data.substr(0, 4), std::string("PK\x03\x04"));
+  EXPECT_EQ(data.substr(data.size() - 24, 8), std::string("DECKPT\r\n"));
+  const auto loaded = torch::jit::pickle_load(std::vector<char>(data.begin(), data.end()));
+  EXPECT_EQ(value_of(loaded), 1.5);
+}
+
+// Checkpoints written before the envelope moved behind the archive.
+TEST_F(CheckpointFileTest, ReadsFormatVersionOne) {
+  const at::Tensor pickled = dist::pickle(content(3));
+  const std::string payload(static_cast<const char*>(pickled.data_ptr()), pickled.numel());
+  const auto crc = static_cast<uint32_t>(
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(payload.data()), payload.size()));
+  const uint32_t version = 1;
+  const uint64_t size = payload.size();
+  std::string header("DECKPT\r\n");
+  header.append(reinterpret_cast<const char*>(&version), sizeof(version));
+  header.append(reinterpret_cast<const char*>(&crc), sizeof(crc));
+  header.append(reinterpret_cast<const char*>(&size), sizeof(size));
+  overwrite(header + payload);
+  EXPECT_EQ(value_of(load_file(path_)), 3.0);
+  overwrite(header + payload.substr(1));
+  EXPECT_NE(load_error().find("truncated"), std::string::npos);
+}
+
+// An mmengine-style checkpoint written by PyTorch 2.x's torch.save
+// (testdata/make_torch_saved.py): one SGD step with momentum from known
+// weights, so every value is exact. LibTorch 1.13's unpickler lacks
+// SETITEM, with which PyTorch 2.x pickles a one-entry dict (the optimizer's
+// state of a parameter): there the error must say so.
+TEST(TorchSaveFileTest, LoadsWithItsValues) {
+  const std::string path = "engine/checkpoint/testdata/torch_saved.pth";
+  if constexpr (TORCH_VERSION_MAJOR < 2) {
+    try {
+      load_file(path);
+      FAIL() << "LibTorch 1.13 read a PyTorch 2.x pickle with SETITEM after all";
+    } catch (const CheckpointError& error) {
+      EXPECT_NE(std::string(error.what()).find("LibTorch 1.13's lacks opcodes"), std::string::npos)
+          << error.what();
+    }
+    return;
+  }
+  const auto loaded = load_file(path).toGenericDict();
+  const auto meta = loaded.at("meta").toGenericDict();
+  EXPECT_EQ(meta.at("epoch").toInt(), 3);
+  EXPECT_EQ(meta.at("mmengine_version").toStringRef(), "0.10.7");
+  const auto state = loaded.at("state_dict").toGenericDict();
+  const at::Tensor weight = at::arange(6, at::kFloat).reshape({2, 3}) / 4 + (-0.1f);
+  EXPECT_TRUE(state.at("weight").toTensor().equal(weight)) << state.at("weight").toTensor();
+  EXPECT_TRUE(state.at("bias").toTensor().equal(at::tensor({0.5f, -0.5f}) + (-0.1f)));
+  const auto momentum = loaded.at("optimizer").toGenericDict().at("state").toGenericDict();
+  EXPECT_TRUE(momentum.at(int64_t{0})
+                  .toGenericDict()
+                  .at("momentum_buffer")
+                  .toTensor()
+                  .equal(at::ones({2, 3})));
+}
+
+TEST(TorchSaveFileTest, AStateDictsOrderedDictIsRefusedWithWhatToSaveInstead) {
+  const std::string path = "engine/checkpoint/testdata/state_dict_ordered.pth";
+  try {
+    load_file(path);
+    FAIL() << "LibTorch's unpickler read an OrderedDict with _metadata after all";
+  } catch (const CheckpointError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("checkpoint " + path + ": neither"), std::string::npos) << message;
+    EXPECT_NE(message.find("save dict(model.state_dict())"), std::string::npos) << message;
+  }
 }
 
 TEST(StateDictTest, CopiesParametersAndBuffersIntoAFreshModule) {

@@ -3,10 +3,12 @@
 #include <ATen/ATen.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 
 #include "engine/dist/pickle.h"
 #include "engine/io/atomic_file.h"
@@ -15,16 +17,26 @@ namespace engine::checkpoint {
 namespace {
 
 constexpr char kMagic[8] = {'D', 'E', 'C', 'K', 'P', 'T', '\r', '\n'};
-constexpr uint32_t kVersion = 1;
+// 1: the envelope first, then the pickle. 2: the pickle (a torch.save zip),
+// then the envelope as the zip's comment.
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kFirstVersion = 1;
 
-// Fixed-width little-endian fields; the payload follows.
-struct Header {
+// Fixed-width little-endian fields. Version 1 put them before the payload;
+// version 2 puts them after it, as the comment of the payload's zip, so that
+// the file stays one zip archive that torch.load reads.
+struct Envelope {
   char magic[8];
   uint32_t version;
   uint32_t crc32;
   uint64_t payload_size;
 };
-static_assert(sizeof(Header) == 24, "the header layout is part of the file format");
+static_assert(sizeof(Envelope) == 24, "the envelope layout is part of the file format");
+
+// A zip archive ends with its end-of-central-directory record, whose last
+// field is the length of the archive's comment (little-endian uint16).
+constexpr char kZipStart[4] = {'P', 'K', '\x03', '\x04'};
+constexpr size_t kZipCommentLengthBytes = 2;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw CheckpointError("checkpoint " + path + ": " + what);
@@ -41,20 +53,106 @@ uint32_t checksum(const char* data, size_t size) {
   return static_cast<uint32_t>(crc);
 }
 
+bool starts_with(std::string_view bytes, const char* prefix, size_t size) {
+  return bytes.size() >= size && std::memcmp(bytes.data(), prefix, size) == 0;
+}
+
+Envelope envelope_at(std::string_view bytes, size_t offset) {
+  Envelope envelope{};
+  std::memcpy(&envelope, bytes.data() + offset, sizeof(envelope));
+  return envelope;
+}
+
+// Unpickles `payload`; a failure is a CheckpointError that starts with `what`.
+c10::IValue unpickled(const std::string& path, std::string_view payload,
+                      const std::string& what = "unreadable contents: ") {
+  at::Tensor bytes = at::empty({static_cast<int64_t>(payload.size())}, at::kByte);
+  std::memcpy(bytes.data_ptr(), payload.data(), payload.size());
+  try {
+    return dist::unpickle(bytes, "checkpoint " + path);
+  } catch (const dist::DistError& error) {
+    fail(path, what + error.what());
+  }
+}
+
+void check_envelope(const std::string& path, const Envelope& envelope, size_t payload_size,
+                    std::string_view payload) {
+  if (envelope.version != kVersion && envelope.version != kFirstVersion) {
+    fail(path, "format version " + std::to_string(envelope.version) + ", this build reads " +
+                   std::to_string(kFirstVersion) + " and " + std::to_string(kVersion));
+  }
+  if (payload_size != envelope.payload_size) {
+    fail(path, (payload_size < envelope.payload_size ? "truncated: " : "trailing bytes: ") +
+                   std::to_string(payload_size) + " payload bytes where the envelope says " +
+                   std::to_string(envelope.payload_size));
+  }
+  if (checksum(payload.data(), payload.size()) != envelope.crc32) {
+    fail(path, "corrupt: the CRC-32 of its contents does not match the envelope's");
+  }
+}
+
+// Version 1: the envelope, then the payload.
+c10::IValue load_first_version(const std::string& path, std::string_view file) {
+  const Envelope envelope = envelope_at(file, 0);
+  const std::string_view payload = file.substr(sizeof(Envelope));
+  check_envelope(path, envelope, payload.size(), payload);
+  return unpickled(path, payload);
+}
+
+// A zip archive that does not end with the engine's envelope: a torch.save
+// file, or one of the engine's cut short or with bytes after its end (the
+// envelope's magic, found near the end, tells those apart).
+c10::IValue load_zip_without_envelope(const std::string& path, std::string_view file) {
+  const size_t searched = std::min(file.size(), size_t{64} * 1024);
+  const std::string_view tail = file.substr(file.size() - searched);
+  const size_t found = tail.rfind(std::string_view(kMagic, sizeof(kMagic)));
+  if (found != std::string_view::npos) {
+    const size_t end = file.size() - searched + found + sizeof(Envelope);
+    fail(path, end > file.size() ? "truncated: its envelope is cut short (" +
+                                       std::to_string(file.size()) + " bytes)"
+                                 : "trailing bytes: " + std::to_string(file.size() - end) +
+                                       " bytes after the checkpoint's end");
+  }
+  // torch.save's own format: the zip's records carry their own CRC-32s.
+  return unpickled(path, file,
+                   "neither a whole dist-engine checkpoint (its envelope is missing: truncated?) "
+                   "nor a torch.save file that this LibTorch's unpickler reads (it builds dicts, "
+                   "lists, tuples, tensors, numbers and strings, not the OrderedDict that "
+                   "state_dict() returns: save dict(model.state_dict()); LibTorch 1.13's lacks "
+                   "opcodes that PyTorch 2.x writes): ");
+}
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(path, "cannot open it (" + std::string(std::strerror(errno)) + ")");
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
+    fail(path, "read failed (" + std::string(std::strerror(errno)) + ")");
+  }
+  return bytes;
+}
+
 }  // namespace
 
 void save_file(const std::string& path, const c10::IValue& content, io::FileSystem& fs) {
-  const at::Tensor payload = dist::pickle(content);
-  const std::string_view bytes(static_cast<const char*>(payload.data_ptr()),
-                               static_cast<size_t>(payload.numel()));
-  Header header{};
-  std::memcpy(header.magic, kMagic, sizeof(kMagic));
-  header.version = kVersion;
-  header.crc32 = checksum(bytes.data(), bytes.size());
-  header.payload_size = bytes.size();
+  const at::Tensor pickled = dist::pickle(content);
+  std::string payload(static_cast<const char*>(pickled.data_ptr()),
+                      static_cast<size_t>(pickled.numel()));
+  // The zip's comment becomes the envelope: its length goes in the archive's
+  // last field before the checksum covers the archive.
+  const uint16_t comment_length = sizeof(Envelope);
+  std::memcpy(payload.data() + payload.size() - kZipCommentLengthBytes, &comment_length,
+              sizeof(comment_length));
+  Envelope envelope{};
+  std::memcpy(envelope.magic, kMagic, sizeof(kMagic));
+  envelope.version = kVersion;
+  envelope.crc32 = checksum(payload.data(), payload.size());
+  envelope.payload_size = payload.size();
   try {
     io::write_atomically(
-        path, {std::string_view(reinterpret_cast<const char*>(&header), sizeof(header)), bytes},
+        path,
+        {payload, std::string_view(reinterpret_cast<const char*>(&envelope), sizeof(envelope))},
         fs);
   } catch (const io::FileError& error) {
     throw CheckpointError(std::string("checkpoint ") + error.what());
@@ -62,43 +160,24 @@ void save_file(const std::string& path, const c10::IValue& content, io::FileSyst
 }
 
 c10::IValue load_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail(path, "cannot open it (" + std::string(std::strerror(errno)) + ")");
-  const auto file_size = static_cast<size_t>(in.tellg());
-  in.seekg(0);
-  Header header{};
-  if (file_size < sizeof(header)) {
-    fail(path, "truncated: " + std::to_string(file_size) + " bytes, shorter than the " +
-                   std::to_string(sizeof(header)) + "-byte header");
+  const std::string bytes = read_whole(path);
+  const std::string_view file(bytes);
+  if (file.size() < sizeof(Envelope)) {
+    fail(path, "truncated: " + std::to_string(file.size()) + " bytes, shorter than the " +
+                   std::to_string(sizeof(Envelope)) + "-byte envelope");
   }
-  in.read(reinterpret_cast<char*>(&header), sizeof(header));
-  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
-    fail(path, "not a dist-engine checkpoint (wrong magic bytes)");
+  if (starts_with(file, kMagic, sizeof(kMagic))) return load_first_version(path, file);
+  if (!starts_with(file, kZipStart, sizeof(kZipStart))) {
+    fail(path, "not a dist-engine checkpoint (wrong magic bytes) nor a torch.save file");
   }
-  if (header.version != kVersion) {
-    fail(path, "format version " + std::to_string(header.version) + ", this build reads " +
-                   std::to_string(kVersion));
+  const size_t payload_size = file.size() - sizeof(Envelope);
+  const Envelope envelope = envelope_at(file, payload_size);
+  if (!starts_with(std::string_view(envelope.magic, sizeof(kMagic)), kMagic, sizeof(kMagic))) {
+    return load_zip_without_envelope(path, file);
   }
-  const size_t payload_size = file_size - sizeof(header);
-  if (payload_size != header.payload_size) {
-    fail(path, (payload_size < header.payload_size ? "truncated: " : "trailing bytes: ") +
-                   std::to_string(payload_size) + " payload bytes where the header says " +
-                   std::to_string(header.payload_size));
-  }
-  // Read once, straight into the tensor the unpickler takes.
-  at::Tensor bytes = at::empty({static_cast<int64_t>(payload_size)}, at::kByte);
-  char* payload = static_cast<char*>(bytes.data_ptr());
-  if (!in.read(payload, static_cast<std::streamsize>(payload_size))) {
-    fail(path, "read failed after the header (" + std::string(std::strerror(errno)) + ")");
-  }
-  if (checksum(payload, payload_size) != header.crc32) {
-    fail(path, "corrupt: the CRC-32 of its contents does not match the header");
-  }
-  try {
-    return dist::unpickle(bytes, "checkpoint " + path);
-  } catch (const dist::DistError& error) {
-    fail(path, std::string("unreadable contents: ") + error.what());
-  }
+  const std::string_view payload = file.substr(0, payload_size);
+  check_envelope(path, envelope, payload_size, payload);
+  return unpickled(path, file);
 }
 
 }  // namespace engine::checkpoint

@@ -7,8 +7,14 @@
 #include "engine/dist/errors.h"
 #include "engine/io/atomic_file.h"
 
-// Checkpoint files: a LibTorch pickle inside a small envelope (magic,
-// format version, payload size, CRC-32), written atomically.
+// Checkpoint files, written atomically: LibTorch's pickle of the content,
+// which is torch.save's format (a zip archive), followed by a small envelope
+// (magic, format version, payload size, CRC-32) that is the archive's
+// comment. So torch.load reads every checkpoint the engine writes
+// (weights_only=True included, for content of tensors, containers, numbers
+// and strings), and the engine reads files written by torch.save (without
+// the envelope's checks) and by its own format version 1 (the envelope
+// first).
 namespace engine::checkpoint {
 
 // A checkpoint file that cannot be read: missing, not a checkpoint,
@@ -26,7 +32,8 @@ class CheckpointError : public dist::DistError {
 void save_file(const std::string& path, const c10::IValue& content,
                io::FileSystem& fs = io::posix_file_system());
 
-// Reads and verifies a file written by save_file.
+// Reads and verifies a file written by save_file (or by version 1 of it), or
+// reads a torch.save file.
 c10::IValue load_file(const std::string& path);
 
 }  // namespace engine::checkpoint

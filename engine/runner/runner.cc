@@ -104,6 +104,9 @@ RunResult Runner::train() {
   if (const auto path = resume_path()) {
     result.start_iter = strategy_->resume(*path).progress.iter;
     progress_->note("resumed from " + *path + " at iteration " + std::to_string(result.start_iter));
+  } else if (options_.load_from) {
+    strategy_->load_checkpoint(*options_.load_from);
+    progress_->note("loaded the weights of " + *options_.load_from);
   }
   auto& model = *parts_->model;
   auto& optim_wrapper = *parts_->optim_wrapper;

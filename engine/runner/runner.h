@@ -47,6 +47,10 @@ struct RunnerOptions {
   // A checkpoint to resume from; "auto": the latest iter_N.pth in work_dir
   // (none: start afresh).
   std::optional<std::string> resume_from;
+  // A checkpoint whose model weights start a run that does not resume
+  // (mmengine's load_from): the engine's or a torch.save file with a
+  // "state_dict". Optimizer, schedules and progress start afresh.
+  std::optional<std::string> load_from;
   bool quiet = false;  // no progress output (tests)
 };
 
