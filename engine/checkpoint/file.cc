@@ -136,7 +136,7 @@ std::string read_whole(const std::string& path) {
 }  // namespace
 
 void save_file(const std::string& path, const c10::IValue& content, io::FileSystem& fs) {
-  const at::Tensor pickled = dist::pickle(content);
+  const at::Tensor pickled = dist::pickle_untagged(content);
   std::string payload(static_cast<const char*>(pickled.data_ptr()),
                       static_cast<size_t>(pickled.numel()));
   // The zip's comment becomes the envelope: its length goes in the archive's

@@ -7,8 +7,9 @@
 #include "engine/dist/errors.h"
 #include "engine/io/atomic_file.h"
 
-// Checkpoint files, written atomically: LibTorch's pickle of the content,
-// which is torch.save's format (a zip archive), followed by a small envelope
+// Checkpoint files, written atomically: LibTorch's pickle of the content
+// (dist::pickle_untagged), which is torch.save's format (a zip archive),
+// followed by a small envelope
 // (magic, format version, payload size, CRC-32) that is the archive's
 // comment. So torch.load reads every checkpoint the engine writes
 // (weights_only=True included, for content of tensors, containers, numbers

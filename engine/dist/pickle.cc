@@ -1,7 +1,10 @@
 #include "engine/dist/pickle.h"
 
 #include <ATen/ATen.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 #include <mutex>
 
@@ -52,18 +55,48 @@ c10::IValue loadable(const c10::IValue& value) {
   return value;
 }
 
-}  // namespace
-
-at::Tensor pickle(const c10::IValue& value) {
-  std::vector<char> bytes;
-  const c10::IValue saved = loadable(value);
-  {
-    std::lock_guard<std::mutex> lock(pickler_mutex());
-    bytes = torch::jit::pickle_save(saved);
-  }
+at::Tensor as_tensor(const std::vector<char>& bytes) {
   at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
   std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
   return out;
+}
+
+// torch::jit::pickle_save's archive, from a pickler whose aggregates carry
+// no type tags.
+std::vector<char> save_untagged(const c10::IValue& value) {
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler(
+      [&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+      /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> archive;
+  {
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+      const auto* bytes = static_cast<const char*>(data);
+      archive.insert(archive.end(), bytes, bytes + size);
+      return size;
+    });
+    torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(),
+                                       writer);
+  }  // the writer's destructor writes the archive's end
+  return archive;
+}
+
+}  // namespace
+
+at::Tensor pickle(const c10::IValue& value) {
+  const c10::IValue saved = loadable(value);
+  std::lock_guard<std::mutex> lock(pickler_mutex());
+  return as_tensor(torch::jit::pickle_save(saved));
+}
+
+at::Tensor pickle_untagged(const c10::IValue& value) {
+  const c10::IValue saved = loadable(value);
+  std::lock_guard<std::mutex> lock(pickler_mutex());
+  return as_tensor(save_untagged(saved));
 }
 
 c10::IValue unpickle(const at::Tensor& bytes, const std::string& what) {

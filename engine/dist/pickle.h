@@ -15,4 +15,10 @@ namespace engine::dist {
 at::Tensor pickle(const c10::IValue& value);
 c10::IValue unpickle(const at::Tensor& bytes, const std::string& what);
 
+// As pickle, but with lists and dicts as Python's own: without the type
+// tags (torch.jit._pickle.restore_type_tag) that LibTorch's pickler adds and
+// torch.load(weights_only=True) refuses. unpickle gives them back holding
+// Any (read with toList() and toGenericDict(), not toIntVector()).
+at::Tensor pickle_untagged(const c10::IValue& value);
+
 }  // namespace engine::dist

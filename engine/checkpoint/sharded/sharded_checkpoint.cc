@@ -204,7 +204,9 @@ std::optional<ShardLayout> saved_layout(const Dict& tensors, const LocalShard& s
                                         const std::string& dir) {
   if (!tensors.contains(shard.name)) return std::nullopt;
   const Dict entry = tensors.at(shard.name).toGenericDict();
-  const std::vector<int64_t> sizes = entry.at("sizes").toIntVector();
+  // Checkpoint files hold untagged lists (dist::pickle_untagged): of Any.
+  std::vector<int64_t> sizes;
+  for (const c10::IValue& size : entry.at("sizes").toListRef()) sizes.push_back(size.toInt());
   if (sizes != shard.layout.full_sizes) {
     throw error_here("sharded checkpoint " + dir + " holds " + shard.name + " with shape " +
                      c10::str(at::IntArrayRef(sizes)) + ", the model's is " +
