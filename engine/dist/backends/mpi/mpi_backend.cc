@@ -4,6 +4,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -42,6 +43,16 @@ at::Tensor span_of(const std::vector<at::Tensor>& list) {
 at::Tensor packed(const std::vector<at::Tensor>& list) {
   const at::Tensor span = span_of(list);
   return span.defined() ? span : torch::utils::flatten_dense_tensors(list);
+}
+
+// Whether a reduce_scatter's list can be read where it lies: one block a
+// rank, each contiguous and of the output's dtype and size.
+bool fit_blocks(const at::Tensor& output, const std::vector<at::Tensor>& blocks, int size) {
+  return blocks.size() == static_cast<size_t>(size) &&
+         std::all_of(blocks.begin(), blocks.end(), [&](const at::Tensor& block) {
+           return block.is_contiguous() && block.scalar_type() == output.scalar_type() &&
+                  block.numel() == output.numel();
+         });
 }
 
 // Where a list output is received: in place when it is one span, else in a
@@ -371,21 +382,34 @@ WorkPtr MpiBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& i
 
 WorkPtr MpiBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                    ReduceOp op) {
-  return reduce_scatter_tensor(output, packed(inputs), op);
+  if (!fit_blocks(output, inputs, size_)) {
+    return reduce_scatter_tensor(output, packed(inputs), op);
+  }
+  return reduce_scatter_blocks(output, inputs, op);
 }
 
 WorkPtr MpiBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input,
                                           ReduceOp op) {
-  // Both paths write the output while the input is still being read.
-  const at::Tensor buffer =
-      at::get_overlap_status(output, input) == at::MemOverlapStatus::No ? input : input.clone();
+  // Nothing to move, on every rank alike (they pass the same shapes).
+  if (output.numel() == 0) return completed_work();
+  return reduce_scatter_blocks(output, input.reshape({-1}).split(output.numel()), op);
+}
+
+WorkPtr MpiBackend::reduce_scatter_blocks(at::Tensor& output, std::vector<at::Tensor> blocks,
+                                          ReduceOp op) {
+  if (output.numel() == 0) return completed_work();
+  // Every path writes the output while the blocks are still being read.
+  for (at::Tensor& block : blocks) {
+    if (at::get_overlap_status(output, block) != at::MemOverlapStatus::No) block = block.clone();
+  }
   const bool reducible = can_reduce(output.scalar_type(), op);
   if (reducible && stages(output.nbytes())) {
-    return window_->reduce_scatter(output, buffer, op, wait_policy_);
+    return window_->reduce_scatter(output, blocks, op, wait_policy_);
   }
   if (reducible && size_ <= kMaxRanksForExchange) {
-    return exchanged_reduce_scatter(output, buffer, op);
+    return exchanged_reduce_scatter(output, blocks, op);
   }
+  const at::Tensor buffer = packed(blocks);
   const auto type = datatype_of(output.scalar_type(), world_rank_);
   const auto mpi_op = op_of(output.scalar_type(), op, world_rank_);
   MPI_Request request;
@@ -395,8 +419,8 @@ WorkPtr MpiBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& 
   return started(request, "reduce_scatter", {output, buffer});
 }
 
-WorkPtr MpiBackend::exchanged_reduce_scatter(at::Tensor& output, const at::Tensor& buffer,
-                                             ReduceOp op) {
+WorkPtr MpiBackend::exchanged_reduce_scatter(at::Tensor& output,
+                                             const std::vector<at::Tensor>& blocks, ReduceOp op) {
   const auto bytes = static_cast<int64_t>(output.nbytes());
   // The first block in rank order besides this rank's own lands in the
   // output itself, so no block is copied: the reduction starts there.
@@ -404,9 +428,10 @@ WorkPtr MpiBackend::exchanged_reduce_scatter(at::Tensor& output, const at::Tenso
   at::Tensor slots = at::empty({size_ > 2 ? size_ : 0, output.numel()}, output.options());
   auto* received = static_cast<char*>(data(slots));
   auto* result = static_cast<char*>(data(output));
-  const auto* blocks = static_cast<const char*>(data(buffer));
+  std::vector<const char*> sources;
+  for (const at::Tensor& block : blocks) sources.push_back(static_cast<const char*>(data(block)));
   MpiWork::Requests requests = exchange(
-      output, [blocks, bytes](int peer) { return blocks + peer * bytes; },
+      output, [sources](int peer) { return sources[peer]; },
       [=](int peer) -> void* { return peer == first ? result : received + peer * bytes; },
       kReduceScatterTag, "reduce_scatter");
   // Block 0 (op) block 1 (op) ... in rank order, as the simulator reduces:
@@ -416,11 +441,13 @@ WorkPtr MpiBackend::exchanged_reduce_scatter(at::Tensor& output, const at::Tenso
                  size = size_] {
     for (int r = 0; r < size; ++r) {
       if (r == first) continue;
-      reduce_into(result, r == rank ? blocks + r * bytes : received + r * bytes, count, dtype, op);
+      reduce_into(result, r == rank ? sources[r] : received + r * bytes, count, dtype, op);
     }
   };
-  return std::make_shared<MpiWork>(std::move(requests), MpiWork::Tensors{output, buffer, slots},
-                                   reduce, "reduce_scatter", world_rank_, wait_policy_);
+  MpiWork::Tensors keep_alive = {output, slots};
+  keep_alive.append(blocks.begin(), blocks.end());
+  return std::make_shared<MpiWork>(std::move(requests), std::move(keep_alive), reduce,
+                                   "reduce_scatter", world_rank_, wait_policy_);
 }
 
 WorkPtr MpiBackend::all_to_all(std::vector<at::Tensor>& outputs,

@@ -42,7 +42,9 @@ namespace engine::dist::mpi {
 // in user space there costs a fraction of Open MPI's kernel copy between
 // processes (16 MiB reduce_scatter on 2 ranks: 0.6-0.8x the exchange's time;
 // its busbw 1.1-1.6x this backend's all_reduce, bench/HISTORY.md). Its
-// reduce_scatter reduces in rank order too.
+// reduce_scatter reduces in rank order too. Both paths read a list's
+// blocks where they lie (those under the output are copied first), as the
+// tensor form's views of its input; a list of other shapes travels packed.
 //
 // What it guarantees: results as MPI computes them (sums in MPI's order, so
 // floating sums may differ in the last bit from the simulator's rank order;
@@ -97,7 +99,11 @@ class MpiBackend : public Backend {
                              const std::function<const void*(int)>& block_for,
                              const std::function<void*(int)>& slot_of, int tag,
                              const char* what) const;
-  WorkPtr exchanged_reduce_scatter(at::Tensor& output, const at::Tensor& buffer, ReduceOp op);
+  // reduce_scatter of blocks that fit the output (see readable_blocks), read
+  // where they lie by the staging window and the exchange.
+  WorkPtr reduce_scatter_blocks(at::Tensor& output, std::vector<at::Tensor> blocks, ReduceOp op);
+  WorkPtr exchanged_reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& blocks,
+                                   ReduceOp op);
   WorkPtr exchanged_all_gather(at::Tensor& output, const at::Tensor& input);
   WorkPtr exchanged_all_reduce(at::Tensor& tensor, ReduceOp op);
   // Whether a reduce_scatter or all_gather of blocks of `block_bytes` goes

@@ -104,17 +104,18 @@ SharedWindow::~SharedWindow() {
   if (!finalized) MPI_Comm_free(&notices_);
 }
 
-WorkPtr SharedWindow::reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
-                                     WaitPolicy policy) {
-  const auto block_bytes = static_cast<int64_t>(output.nbytes());
-  std::vector<const char*> blocks;
-  for (int reader = 0; reader < area_->size(); ++reader) {
-    blocks.push_back(bytes_of(input) + reader * block_bytes);
+WorkPtr SharedWindow::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& blocks,
+                                     ReduceOp op, WaitPolicy policy) {
+  std::vector<const char*> sources;
+  MpiWork::Tensors keep_alive = {output};
+  for (const at::Tensor& block : blocks) {
+    sources.push_back(bytes_of(block));
+    keep_alive.push_back(block);
   }
-  auto transfer = StagedTransfer::reduce_scatter(*area_, std::move(blocks),
-                                                 static_cast<char*>(output.data_ptr()), block_bytes,
-                                                 output.scalar_type(), op);
-  return start(StagedCall(*this, std::move(transfer), "reduce_scatter"), {output, input},
+  auto transfer = StagedTransfer::reduce_scatter(
+      *area_, std::move(sources), static_cast<char*>(output.data_ptr()),
+      static_cast<int64_t>(output.nbytes()), output.scalar_type(), op);
+  return start(StagedCall(*this, std::move(transfer), "reduce_scatter"), std::move(keep_alive),
                "reduce_scatter", policy);
 }
 

@@ -41,11 +41,11 @@ class SharedWindow {
   SharedWindow(const SharedWindow&) = delete;
   SharedWindow& operator=(const SharedWindow&) = delete;
 
-  // Block `rank` of the elementwise reduction with `op` of every rank's
-  // `input`, in rank order (StagedTransfer::reduce_scatter). Requires
-  // can_reduce(dtype, op); contiguous tensors that do not overlap; input of
-  // output.numel() * size elements.
-  WorkPtr reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
+  // The elementwise reduction with `op` of every rank's blocks[rank], in
+  // rank order (StagedTransfer::reduce_scatter), each block read where it
+  // lies. Requires can_reduce(dtype, op); one block a rank, each contiguous,
+  // of output's dtype and size, none overlapping the output.
+  WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& blocks, ReduceOp op,
                          WaitPolicy policy);
   // Every rank's `input` end to end in `output` (contiguous, of
   // input.numel() * size elements).
