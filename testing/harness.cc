@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -88,6 +89,9 @@ void rethrow_any(const std::string& mine) {
   for (size_t rank = 0; rank < errors.size(); ++rank) {
     const std::string& error = errors[rank].toStringRef();
     if (!error.empty()) {
+      // Printed as well: RapidCheck reports a failing case by running it
+      // again, so a failure that does not repeat would leave no trace.
+      std::cerr << "harness: process rank " << rank << " failed: " << error << "\n";
       throw std::runtime_error("[process rank " + std::to_string(rank) + "] " + error);
     }
   }

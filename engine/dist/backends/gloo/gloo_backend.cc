@@ -244,6 +244,10 @@ GlooBackend::GlooBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int si
   unbound_ = std::make_unique<UnboundCollectives>(
       device_, std::make_shared<RendezvousStore>(store_, "engine_unbound_collectives"), rank, size,
       timeout);
+  // Construction ends together on every member: a member that made no call
+  // on the group could otherwise drop its connections while a peer still
+  // finishes connecting its own.
+  if (size > 1) barrier()->wait();
 }
 
 WorkPtr GlooBackend::wrap(c10::intrusive_ptr<c10d::Work> work, const char* what,
