@@ -63,11 +63,21 @@ Envelope envelope_at(std::string_view bytes, size_t offset) {
   return envelope;
 }
 
-// Unpickles `payload`; a failure is a CheckpointError that starts with `what`.
-c10::IValue unpickled(const std::string& path, std::string_view payload,
+// A file's bytes, read once into the tensor the unpickler takes, and viewed
+// as characters.
+struct FileBytes {
+  at::Tensor tensor;
+  std::string_view view() const {
+    return {static_cast<const char*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel())};
+  }
+};
+
+// Unpickles `payload` (a part of `file`, not copied); a failure is a
+// CheckpointError that starts with `what`.
+c10::IValue unpickled(const std::string& path, const FileBytes& file, std::string_view payload,
                       const std::string& what = "unreadable contents: ") {
-  at::Tensor bytes = at::empty({static_cast<int64_t>(payload.size())}, at::kByte);
-  std::memcpy(bytes.data_ptr(), payload.data(), payload.size());
+  const auto offset = static_cast<int64_t>(payload.data() - file.view().data());
+  const at::Tensor bytes = file.tensor.narrow(0, offset, static_cast<int64_t>(payload.size()));
   try {
     return dist::unpickle(bytes, "checkpoint " + path);
   } catch (const dist::DistError& error) {
@@ -92,17 +102,19 @@ void check_envelope(const std::string& path, const Envelope& envelope, size_t pa
 }
 
 // Version 1: the envelope, then the payload.
-c10::IValue load_first_version(const std::string& path, std::string_view file) {
+c10::IValue load_first_version(const std::string& path, const FileBytes& bytes) {
+  const std::string_view file = bytes.view();
   const Envelope envelope = envelope_at(file, 0);
   const std::string_view payload = file.substr(sizeof(Envelope));
   check_envelope(path, envelope, payload.size(), payload);
-  return unpickled(path, payload);
+  return unpickled(path, bytes, payload);
 }
 
 // A zip archive that does not end with the engine's envelope: a torch.save
 // file, or one of the engine's cut short or with bytes after its end (the
 // envelope's magic, found near the end, tells those apart).
-c10::IValue load_zip_without_envelope(const std::string& path, std::string_view file) {
+c10::IValue load_zip_without_envelope(const std::string& path, const FileBytes& bytes) {
+  const std::string_view file = bytes.view();
   const size_t searched = std::min(file.size(), size_t{64} * 1024);
   const std::string_view tail = file.substr(file.size() - searched);
   const size_t found = tail.rfind(std::string_view(kMagic, sizeof(kMagic)));
@@ -114,7 +126,7 @@ c10::IValue load_zip_without_envelope(const std::string& path, std::string_view 
                                        " bytes after the checkpoint's end");
   }
   // torch.save's own format: the zip's records carry their own CRC-32s.
-  return unpickled(path, file,
+  return unpickled(path, bytes, file,
                    "neither a whole dist-engine checkpoint (its envelope is missing: truncated?) "
                    "nor a torch.save file that this LibTorch's unpickler reads (it builds dicts, "
                    "lists, tuples, tensors, numbers and strings, not the OrderedDict that "
@@ -122,12 +134,13 @@ c10::IValue load_zip_without_envelope(const std::string& path, std::string_view 
                    "opcodes that PyTorch 2.x writes): ");
 }
 
-std::string read_whole(const std::string& path) {
+FileBytes read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail(path, "cannot open it (" + std::string(std::strerror(errno)) + ")");
-  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  FileBytes bytes{at::empty({static_cast<int64_t>(in.tellg())}, at::kByte)};
   in.seekg(0);
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
+  if (!in.read(static_cast<char*>(bytes.tensor.data_ptr()),
+               static_cast<std::streamsize>(bytes.tensor.numel()))) {
     fail(path, "read failed (" + std::string(std::strerror(errno)) + ")");
   }
   return bytes;
@@ -137,12 +150,12 @@ std::string read_whole(const std::string& path) {
 
 void save_file(const std::string& path, const c10::IValue& content, io::FileSystem& fs) {
   const at::Tensor pickled = dist::pickle_untagged(content);
-  std::string payload(static_cast<const char*>(pickled.data_ptr()),
-                      static_cast<size_t>(pickled.numel()));
+  auto* archive = static_cast<char*>(pickled.data_ptr());
+  const std::string_view payload(archive, static_cast<size_t>(pickled.numel()));
   // The zip's comment becomes the envelope: its length goes in the archive's
   // last field before the checksum covers the archive.
   const uint16_t comment_length = sizeof(Envelope);
-  std::memcpy(payload.data() + payload.size() - kZipCommentLengthBytes, &comment_length,
+  std::memcpy(archive + payload.size() - kZipCommentLengthBytes, &comment_length,
               sizeof(comment_length));
   Envelope envelope{};
   std::memcpy(envelope.magic, kMagic, sizeof(kMagic));
@@ -160,24 +173,24 @@ void save_file(const std::string& path, const c10::IValue& content, io::FileSyst
 }
 
 c10::IValue load_file(const std::string& path) {
-  const std::string bytes = read_whole(path);
-  const std::string_view file(bytes);
+  const FileBytes bytes = read_whole(path);
+  const std::string_view file = bytes.view();
   if (file.size() < sizeof(Envelope)) {
     fail(path, "truncated: " + std::to_string(file.size()) + " bytes, shorter than the " +
                    std::to_string(sizeof(Envelope)) + "-byte envelope");
   }
-  if (starts_with(file, kMagic, sizeof(kMagic))) return load_first_version(path, file);
+  if (starts_with(file, kMagic, sizeof(kMagic))) return load_first_version(path, bytes);
   if (!starts_with(file, kZipStart, sizeof(kZipStart))) {
     fail(path, "not a dist-engine checkpoint (wrong magic bytes) nor a torch.save file");
   }
   const size_t payload_size = file.size() - sizeof(Envelope);
   const Envelope envelope = envelope_at(file, payload_size);
   if (!starts_with(std::string_view(envelope.magic, sizeof(kMagic)), kMagic, sizeof(kMagic))) {
-    return load_zip_without_envelope(path, file);
+    return load_zip_without_envelope(path, bytes);
   }
   const std::string_view payload = file.substr(0, payload_size);
   check_envelope(path, envelope, payload_size, payload);
-  return unpickled(path, file);
+  return unpickled(path, bytes, file);
 }
 
 }  // namespace engine::checkpoint

@@ -318,8 +318,9 @@ WorkPtr GlooBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tens
 WorkPtr GlooBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) {
   if (input.numel() == 0) return nothing_to_move();
   const at::Tensor gathered = plain(output);
-  if (pairs_ && pairs_->handles(gathered, plain(input))) {
-    return wrap_pairs(pairs_->all_gather(gathered, plain(input)), "all_gather",
+  const at::Tensor sent = plain(input);
+  if (pairs_ && pairs_->handles(gathered, sent)) {
+    return wrap_pairs(pairs_->all_gather(gathered, sent), "all_gather",
                       [output, gathered]() mutable { copy_back(output, gathered); });
   }
   return Backend::all_gather_into_tensor(output, input);

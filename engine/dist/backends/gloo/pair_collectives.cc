@@ -90,12 +90,6 @@ void PairCollectives::use_synchronous_pairs(bool spin) {
 
 PairCollectives::~PairCollectives() = default;
 
-bool PairCollectives::handles(const at::Tensor& tensor, ReduceOp op) const {
-  return is_plain(tensor) && can_reduce(tensor.scalar_type(), op);
-}
-
-bool PairCollectives::handles(const at::Tensor& tensor) const { return is_plain(tensor); }
-
 bool PairCollectives::handles(const at::Tensor& output, const at::Tensor& input) const {
   return is_plain(input) && is_plain(output) &&
          output.nbytes() == input.nbytes() * static_cast<size_t>(context_->size);

@@ -68,10 +68,7 @@ class PairCollectives {
   ~PairCollectives();
 
   // Whether the call can come this way: CPU tensors, contiguous; for
-  // all_reduce, a reduction the engine's kernel does; for all_gather, an
-  // output that holds one input a rank.
-  bool handles(const at::Tensor& tensor) const;
-  bool handles(const at::Tensor& tensor, ReduceOp op) const;
+  // all_gather, an output that holds one input a rank.
   bool handles(const at::Tensor& output, const at::Tensor& input) const;
   // reduce_scatter: output and blocks plain, one block of output's size and
   // dtype a rank, a kernel reduction.
