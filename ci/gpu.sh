@@ -13,7 +13,8 @@
 #   bash ci/gpu.sh --rehearse   anywhere else: the same build, the nccl
 #                               backend's own test, the unit tests, gloo,
 #                               the suites and the demo on the simulator, a
-#                               checkpoint to and from this PyTorch; stops
+#                               checkpoint to and from this PyTorch, the
+#                               cross-implementation test against it; stops
 #                               where a GPU is needed (CI runs it offline,
 #                               without Bazel)
 #
@@ -105,6 +106,11 @@ if [[ $mode == --rehearse ]]; then
     --work-dir "$build/demo"
   run torch_round_trip tools/checkpoint/torch_round_trip.sh "$python" "$build/train" \
     "$build/round_trip"
+  # The cross-implementation test: PyTorch's DDP, FSDP and
+  # ZeroRedundancyOptimizer and the engine's strategies train alike, in 2
+  # gloo processes each.
+  run cross_check testing/cross_check/cross_check.sh "$python" "$build/cross_check" \
+    "$build/engine-launch" "$build/cross_check_work"
   echo "gpu rehearsal: ${passed} passed, ${failed} failed; stopped where a GPU is needed"
   exit $((failed > 0))
 fi

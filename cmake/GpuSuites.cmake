@@ -1,8 +1,9 @@
 # The suites the GPU runner (ci/gpu.sh) runs, built with CMake where no Bazel
 # is: the collectives' and sharded-training properties, the helpers, the DDP
 # equivalence in processes, the nccl backend's test, the engine's unit tests
-# (in unit/), the demo, and the benchmarks it measures with (collectives,
-# ddp_step, sharded_step). Their sources are the Bazel targets'
+# (in unit/), the demo, the engine's side of the cross-implementation test
+# against PyTorch (cross_check), and the benchmarks it measures with
+# (collectives, ddp_step, sharded_step). Their sources are the Bazel targets'
 # (cmake/sources.cmake); GoogleTest and RapidCheck are found as packages
 # (ci/gpu_deps.sh carries Debian's where the machine has none).
 find_package(GTest REQUIRED)
@@ -61,3 +62,7 @@ foreach(tool IN ITEMS collectives ddp_step sharded_step)
   add_executable(${tool} tools/bench/${tool}_main.cc)
   target_link_libraries(${tool} PRIVATE dist_engine_bench)
 endforeach()
+
+dist_engine_sources(cross_check_sources ${DIST_ENGINE_CROSS_CHECK_SOURCES})
+add_executable(cross_check ${cross_check_sources})
+target_link_libraries(cross_check PRIVATE dist_engine_bench)

@@ -346,6 +346,12 @@ set(DIST_ENGINE_DEMO_SOURCES
     examples/train.cc
 )
 
+set(DIST_ENGINE_CROSS_CHECK_SOURCES
+    testing/cross_check/cross_check_main.cc
+    testing/cross_check/tensor_folder.cc
+    testing/cross_check/tensor_folder.h
+)
+
 set(DIST_ENGINE_BENCH_SOURCES
     tools/bench/descriptor.h
     tools/bench/descriptors.cc

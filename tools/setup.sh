@@ -34,11 +34,15 @@ fi
 # the reference (its Python side): the PyPI torch wheel, pinned, in a virtual
 # environment of the project's own (.venv). 2.14.1 is the newest release
 # built for CUDA 13.0 (the toolkit under /usr/local/cuda); 2.15 moves to 13.2.
-torch_wheel="torch==2.14.1"
+# NumPy, which the wheel does not require, because torch.distributed's object
+# collectives (FSDP's full optimizer state among them) need it; 2.3.5 is the
+# newest release for Debian 12's Python 3.11.
+wheels=("torch==2.14.1" "numpy==2.3.5")
 venv="$(cd "$(dirname "$0")/.." && pwd)/.venv"
-if ! "$venv/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.14.1")' \
+if ! "$venv/bin/python" -c 'import numpy, torch, sys
+sys.exit(torch.__version__.split("+")[0] != "2.14.1" or numpy.__version__ != "2.3.5")' \
   2>/dev/null; then
-  echo "setup: installing $torch_wheel into $venv"
+  echo "setup: installing ${wheels[*]} into $venv"
   /usr/bin/python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "$torch_wheel"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "${wheels[@]}"
 fi

@@ -40,6 +40,9 @@ GROUPS = {
         "//testing/process:verdict", "//third_party/system:rapidcheck",
     ]),
     "DIST_ENGINE_DEMO_SOURCES": "deps(//examples:train) intersect //examples:all",
+    # The engine's side of the cross-implementation test against PyTorch.
+    "DIST_ENGINE_CROSS_CHECK_SOURCES":
+        "deps(//testing/cross_check:cross_check) intersect //testing/cross_check:all",
     # What the benchmarks the GPU runner measures with share (their mains are
     # listed in cmake/GpuSuites.cmake).
     "DIST_ENGINE_BENCH_SOURCES": "kind(cc_library, //tools/bench:all)",
