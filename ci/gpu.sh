@@ -137,7 +137,7 @@ on_gpu bench_ddp_step_torch_nccl_2 2 "$python" tools/bench/torch_ddp_peer.py --b
   --model large
 on_gpu bench_full_shard_nccl_2 2 "$build/sharded_step" --backend nccl --model large \
   --strategy full_shard
-on_gpu bench_full_shard_torch_nccl_2 2 "$python" tools/bench/torch_fsdp_peer.py --backend nccl \
+on_gpu bench_full_shard_torch_nccl_2 2 "$python" tools/bench/torch_sharded_peer.py --backend nccl \
   --model large
 echo "gpu: ${passed} passed, ${failed} failed in $((SECONDS - started)) s"
 exit $((failed > 0))

@@ -8,6 +8,7 @@ set(DIST_ENGINE_SOURCES
     engine/checkpoint/state_dict.cc
     engine/checkpoint/state_dict.h
     engine/compat/autograd.h
+    engine/compat/optim.h
     engine/data/default_sampler.cc
     engine/data/default_sampler.h
     engine/data/infinite_sampler.cc
@@ -113,6 +114,8 @@ set(DIST_ENGINE_SOURCES
     engine/model/wrappers/zero_data_parallel.h
     engine/optim/builders.cc
     engine/optim/builders.h
+    engine/optim/fused_adam.cc
+    engine/optim/fused_adam.h
     engine/optim/grad_norm.cc
     engine/optim/grad_norm.h
     engine/optim/grad_sync.cc
@@ -381,6 +384,7 @@ set(DIST_ENGINE_UNIT_TEST_SOURCES
     engine/model/sharding/shard_layout_test.cc
     engine/model/wrappers/bucket_plan_test.cc
     engine/optim/builders_test.cc
+    engine/optim/fused_adam_test.cc
     engine/optim/optimizer_state_test.cc
     engine/registry/registry_test.cc
 )

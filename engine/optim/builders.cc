@@ -4,7 +4,10 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <stdexcept>
 #include <tuple>
+
+#include "engine/optim/fused_adam.h"
 
 namespace engine::optim {
 namespace {
@@ -17,7 +20,8 @@ std::tuple<double, double> betas(ConfigReader& config) {
   return {values[0], values[1]};
 }
 
-template <typename Optimizer, typename Options>
+// `fused`: PyTorch's fused=True, ATen's fused kernel (fused_adam.h).
+template <typename Optimizer, typename Fused, typename Options>
 std::shared_ptr<torch::optim::Optimizer> build_adam(ConfigReader& config,
                                                     std::vector<at::Tensor> parameters) {
   Options options(config.get("lr", 1e-3));
@@ -26,7 +30,13 @@ std::shared_ptr<torch::optim::Optimizer> build_adam(ConfigReader& config,
       .weight_decay(config.get("weight_decay",
                                std::is_same_v<Options, torch::optim::AdamWOptions> ? 1e-2 : 0.0))
       .amsgrad(config.get("amsgrad", false));
-  return std::make_shared<Optimizer>(std::move(parameters), options);
+  if (!config.get("fused", false))
+    return std::make_shared<Optimizer>(std::move(parameters), options);
+  try {
+    return std::make_shared<Fused>(std::move(parameters), options);
+  } catch (const std::invalid_argument& error) {
+    config.fail(error.what());
+  }
 }
 
 void add_builtin_optimizers(OptimizerRegistry& registry) {
@@ -38,8 +48,8 @@ void add_builtin_optimizers(OptimizerRegistry& registry) {
         .nesterov(config.get("nesterov", false));
     return std::make_shared<torch::optim::SGD>(std::move(parameters), options);
   });
-  registry.add("Adam", build_adam<torch::optim::Adam, torch::optim::AdamOptions>);
-  registry.add("AdamW", build_adam<torch::optim::AdamW, torch::optim::AdamWOptions>);
+  registry.add("Adam", build_adam<torch::optim::Adam, FusedAdam, torch::optim::AdamOptions>);
+  registry.add("AdamW", build_adam<torch::optim::AdamW, FusedAdamW, torch::optim::AdamWOptions>);
 }
 
 void add_builtin_schedulers(SchedulerRegistry& registry) {

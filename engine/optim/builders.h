@@ -15,7 +15,9 @@ namespace engine::optim {
 using OptimizerRegistry =
     registry::Registry<std::shared_ptr<torch::optim::Optimizer>, std::vector<at::Tensor>>;
 // LibTorch's SGD (lr, momentum, dampening, weight_decay, nesterov), Adam and
-// AdamW (lr, betas, eps, weight_decay, amsgrad).
+// AdamW (lr, betas, eps, weight_decay, amsgrad, and fused: PyTorch's
+// fused=True, fused_adam.h; a ConfigError where this LibTorch lacks the
+// kernel for the parameters' device).
 OptimizerRegistry& optimizers();
 
 // {"type": "OptimWrapper", "optimizer": {...}, "accumulative_counts": 1,

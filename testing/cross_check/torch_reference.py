@@ -38,6 +38,7 @@ CASE = {
     "optimizers": {
         "sgd": {"type": "SGD", "lr": 0.1, "momentum": 0.9},
         "adam": {"type": "Adam", "lr": 0.01},
+        "adam_fused": {"type": "Adam", "lr": 0.01, "fused": True},
     },
 }
 WRAPPERS = ("ddp", "full_shard", "zero")
@@ -236,7 +237,7 @@ def compare(torch_folder, engine_folder):
                 if not torch.allclose(a, b, rtol=RTOL, atol=ATOL):
                     problems.append("%s%s: differs from PyTorch's %s%s by up to %.3g" % (
                         mine, name, theirs, name, difference))
-            print("%-18s against %-16s %3d tensors, largest difference %.3g%s" % (
+            print("%-22s against %-22s %3d tensors, largest difference %.3g%s" % (
                 mine[:-1], theirs[:-1], len(wanted & got), worst,
                 " (%s)" % worst_name if worst_name else ""))
     for problem in problems:

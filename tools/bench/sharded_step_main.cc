@@ -25,6 +25,8 @@
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/zero_data_parallel.h"
+#include "engine/optim/builders.h"
+#include "engine/optim/fused_adam.h"
 #include "engine/optim/optim_wrapper.h"
 #include "tools/bench/flags.h"
 #include "tools/bench/mlp.h"
@@ -48,6 +50,9 @@ struct Args : bench::StepFlags {
   // FSDP's prefetching (full_shard, shard_grad_op).
   std::string backward_prefetch = "BACKWARD_PRE";
   bool forward_prefetch = false;
+  // "fused" (ATen's fused kernel, as PyTorch's fused=True) where this
+  // LibTorch has it for the device, else "loop" (LibTorch's Adam).
+  std::string adam;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -57,7 +62,7 @@ struct Args : bench::StepFlags {
       "                    [--strategy ddp|zero1|zero2|full_shard|shard_grad_op]\n"
       "                    [--batch N] [--steps N] [--warmup N] [--bucket-elements N]\n"
       "                    [--backward-prefetch BACKWARD_PRE|BACKWARD_POST|NONE]\n"
-      "                    [--forward-prefetch 0|1]\n"
+      "                    [--forward-prefetch 0|1] [--adam fused|loop]\n"
       "                    (under engine-launch or mpirun)\n");
 }
 
@@ -71,6 +76,8 @@ Args parse(int argc, char** argv) {
       args.bucket_elements = std::stoll(value);
     } else if (flag == "--backward-prefetch") {
       args.backward_prefetch = value;
+    } else if (flag == "--adam") {
+      args.adam = value;
     } else if (flag == "--forward-prefetch") {
       args.forward_prefetch = value == "1";
     } else {
@@ -80,6 +87,9 @@ Args parse(int argc, char** argv) {
   if (bench::mlp_shape(args.model).width == 0) usage("--model is small, large or xl");
   if (std::find(kStrategies.begin(), kStrategies.end(), args.strategy) == kStrategies.end()) {
     usage("unknown --strategy " + args.strategy);
+  }
+  if (!args.adam.empty() && args.adam != "fused" && args.adam != "loop") {
+    usage("--adam is fused or loop");
   }
   return args;
 }
@@ -165,8 +175,11 @@ int main(int argc, char** argv) {
     for (const auto& p : model->parameters()) parameters += p.numel();
     const at::Device device = dist::get_comm_device();
     auto wrapper = wrap(args, model, device);
-    engine::optim::OptimWrapper optim(std::make_shared<torch::optim::Adam>(
-        wrapper->parameters(), torch::optim::AdamOptions(1e-4)));
+    const std::string adam = !args.adam.empty()                                          ? args.adam
+                             : engine::optim::fused_adam_available(device.type(), false) ? "fused"
+                                                                                         : "loop";
+    engine::optim::OptimWrapper optim(engine::optim::optimizers().build(
+        {{"type", "Adam"}, {"lr", 1e-4}, {"fused", adam == "fused"}}, wrapper->parameters()));
     const engine::model::TensorDict batch = bench::mlp_batch(shape, args.batch);
     std::vector<double> times;
     auto* sharded = dynamic_cast<engine::model::MMFullyShardedDataParallel*>(wrapper.get());
@@ -191,15 +204,17 @@ int main(int argc, char** argv) {
     getrusage(RUSAGE_SELF, &usage);
     const double rss_mb = max_over_ranks(usage.ru_maxrss / 1e3);  // ru_maxrss is in KiB
     const std::string prefetch =
-        sharded ? "  prefetch " + args.backward_prefetch + (args.forward_prefetch ? "+forward" : "")
-                : "";
+        sharded && args.strategy != "zero1" && args.strategy != "zero2"
+            ? "  prefetch " + args.backward_prefetch + (args.forward_prefetch ? "+forward" : "")
+            : "";
     if (dist::is_main_process()) {
       std::printf(
           "ours %-4s %-5s %-13s params %6.1fM ranks %d step %9.1f ms  model-state %8.1f MB "
-          "(%5.2f B/param)  gathered-peak %7.1f MB  kept %7.1f MB  peak-rss %7.0f MB%s\n",
+          "(%5.2f B/param)  gathered-peak %7.1f MB  kept %7.1f MB  adam %-5s  peak-rss %7.0f "
+          "MB%s\n",
           args.backend.c_str(), args.model.c_str(), args.strategy.c_str(), parameters / 1e6,
           dist::get_world_size(), ms, state_mb, state_mb * 1e6 / parameters, gathered_mb, kept_mb,
-          rss_mb, prefetch.c_str());
+          adam.c_str(), rss_mb, prefetch.c_str());
     }
   } catch (const std::exception& error) {
     std::cerr << "sharded_step: " << error.what() << "\n";

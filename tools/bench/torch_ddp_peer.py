@@ -18,7 +18,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-SHAPES = {"small": (1024, 3), "large": (2048, 6)}  # as tools/bench/mlp.cc
+SHAPES = {"small": (1024, 3), "large": (2048, 6), "xl": (4096, 6)}  # as tools/bench/mlp.cc
 
 
 def mlp(width, hidden_layers):
