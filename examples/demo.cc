@@ -1,8 +1,12 @@
 #include "examples/demo.h"
 
 #include <ATen/ATen.h>
+#include <zlib.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "engine/dist/dist.h"
 #include "engine/dist/flight.h"
@@ -54,9 +58,37 @@ void check_identical_parameters(engine::model::BaseModel& model, bool quiet) {
                                       "rank 0's after training"));
   }
   if (!quiet && engine::dist::is_main_process()) {
-    std::printf("parameters and buffers identical on all %d ranks (%lld values)\n",
-                engine::dist::get_world_size(), static_cast<long long>(mine.numel()));
+    const auto crc =
+        crc32(0, static_cast<const Bytef*>(mine.data_ptr()), static_cast<uInt>(mine.nbytes()));
+    std::printf("parameters and buffers identical on all %d ranks (%lld values, crc32 %08lx)\n",
+                engine::dist::get_world_size(), static_cast<long long>(mine.numel()), crc);
   }
+}
+
+// DemoOverrides::fail_after_batches: `data`, whose training batches end this
+// process once `last` have been drawn.
+class FailingDataset : public engine::runner::Dataset {
+ public:
+  FailingDataset(std::shared_ptr<engine::runner::Dataset> data, int64_t last)
+      : data_(std::move(data)), left_(last) {}
+  int64_t size() const override { return data_->size(); }
+  engine::model::TensorDict batch(const std::vector<int64_t>& indices,
+                                  at::Generator* rng) const override {
+    if (rng && --left_ == 0) {
+      std::fprintf(stderr, "train: --fail-after-batches: this rank kills itself now\n");
+      std::raise(SIGKILL);
+    }
+    return data_->batch(indices, rng);
+  }
+
+ private:
+  std::shared_ptr<engine::runner::Dataset> data_;
+  mutable int64_t left_;
+};
+
+bool first_attempt() {
+  const char* count = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  return !count || std::string(count) == "0";
 }
 
 // "model": {"type": "Mlp" (the default) or "Cnn", and its options}.
@@ -113,6 +145,10 @@ engine::runner::RunResult run_demo(const Json& config, const DemoOverrides& over
   const uint64_t centres = static_cast<uint64_t>(strategy->shared_seed());
   auto train_set =
       build_dataset(top.require<Json>("train_data"), "train_data", centres, overrides.work_dir);
+  const int last_rank = engine::dist::get_world_size() - 1;
+  if (overrides.fail_after_batches && first_attempt() && engine::dist::get_rank() == last_rank) {
+    train_set = std::make_shared<FailingDataset>(train_set, *overrides.fail_after_batches);
+  }
   auto val_set =
       build_dataset(top.require<Json>("val_data"), "val_data", centres, overrides.work_dir);
   const Json optim_wrapper = top.require<Json>("optim_wrapper");

@@ -21,12 +21,17 @@ struct DemoOverrides {
   bool quiet = false;
   // Where rank 0 writes every rank's calls as one Chrome trace (Perfetto).
   std::optional<std::string> trace_path;
+  // A crash for the restart tests: on the launcher's first attempt
+  // (TORCHELASTIC_RESTART_COUNT 0 or unset), the last rank kills its own
+  // process with SIGKILL as it draws this many-th training batch.
+  std::optional<int64_t> fail_after_batches;
 };
 
 // Builds the strategy, model, datasets and runner from the demo's config
 // (every section checked for unknown keys), trains, and checks that every
-// rank ends with bit-identical parameters (DistError otherwise). With a
-// trace path, gathers the ranks' flight records and writes their timeline.
+// rank ends with bit-identical parameters (DistError otherwise), and prints
+// their CRC-32, which two runs compare. With a trace path, gathers the
+// ranks' flight records and writes their timeline.
 engine::runner::RunResult run_demo(const engine::registry::Json& config,
                                    const DemoOverrides& overrides);
 

@@ -34,6 +34,7 @@ struct Args {
             << "             [--backend gloo|mpi|nccl] [--iters N] [--checkpoint-interval N]\n"
             << "             [--work-dir DIR]\n"
             << "             [--resume FILE|auto] [--load-from FILE] [--trace FILE.json]\n"
+            << "             [--fail-after-batches N]   (a crash, for restart tests)\n"
             << "Without --launcher (or with none) the run uses N simulated ranks.\n";
   std::exit(2);
 }
@@ -82,8 +83,14 @@ Args parse(int argc, char** argv) {
       args.overrides.load_from = user_path(value);
     else if (flag == "--trace")
       args.overrides.trace_path = user_path(value);
+    else if (flag == "--fail-after-batches")
+      args.overrides.fail_after_batches = to_int(flag, value);
     else
       usage("unknown flag " + flag);
+  }
+  const auto& launcher = args.overrides.launcher;
+  if (args.overrides.fail_after_batches && (!launcher || *launcher == "none")) {
+    usage("--fail-after-batches kills a rank's process: it needs --launcher");
   }
   args.overrides.work_dir = args.work_dir.value_or(
       user_path("work_dirs/" + std::filesystem::path(args.config).stem().string()));

@@ -12,7 +12,8 @@ namespace {
 
 const char* kUsage =
     "usage: engine-launch [--nproc-per-node N] [--nnodes N] [--node-rank R] [--master-addr HOST]\n"
-    "                     [--master-port PORT] [--grace-seconds S] [--] PROGRAM [ARGS...]";
+    "                     [--master-port PORT] [--grace-seconds S] [--max-restarts N]\n"
+    "                     [--] PROGRAM [ARGS...]";
 
 int whole_number(const std::string& flag, const std::string& value, int low, int high) {
   size_t used = 0;
@@ -54,6 +55,8 @@ Plan parse_plan(const std::vector<std::string>& args) {
       plan.master_port = whole_number(flag, value, 1, 65535);
     else if (flag == "--grace-seconds")
       plan.grace_seconds = whole_number(flag, value, 0, 3600);
+    else if (flag == "--max-restarts")
+      plan.max_restarts = whole_number(flag, value, 0, 1000);
     else
       throw std::invalid_argument("unknown flag " + flag + "\n" + kUsage);
   }
@@ -68,6 +71,12 @@ Plan parse_plan(const std::vector<std::string>& args) {
     throw std::invalid_argument(
         "--master-port is needed with --nnodes > 1: every node must use the same one");
   }
+  if (plan.nnodes > 1 && plan.max_restarts > 0) {
+    throw std::invalid_argument(
+        "--max-restarts with --nnodes > 1 is not supported yet: the nodes' launchers do not "
+        "agree on restarts, so a failure on one node would not restart the others (issue 48); "
+        "restart the whole job from outside, with resume_from \"auto\"");
+  }
   return plan;
 }
 
@@ -78,7 +87,9 @@ std::map<std::string, std::string> rank_environment(const Plan& plan, int local_
           {"LOCAL_WORLD_SIZE", std::to_string(plan.nproc_per_node)},
           {"GROUP_RANK", std::to_string(plan.node_rank)},
           {"MASTER_ADDR", plan.master_addr},
-          {"MASTER_PORT", std::to_string(plan.master_port)}};
+          {"MASTER_PORT", std::to_string(plan.master_port)},
+          {"TORCHELASTIC_RESTART_COUNT", std::to_string(plan.restart_count)},
+          {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)}};
 }
 
 int free_port() {

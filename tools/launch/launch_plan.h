@@ -14,6 +14,9 @@ struct Plan {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;    // 0: pick a free port (one node only)
   int grace_seconds = 5;  // SIGTERM, then SIGKILL after this long
+  // torchrun's --max-restarts: a failed job starts again this many times.
+  int max_restarts = 0;
+  int restart_count = 0;  // which attempt this is, from 0
   std::vector<std::string> command;
 };
 
@@ -21,7 +24,8 @@ struct Plan {
 // std::invalid_argument with a usage message for anything wrong.
 Plan parse_plan(const std::vector<std::string>& args);
 
-// torchrun's variables for local rank `local_rank` of this node.
+// torchrun's variables for local rank `local_rank` of this node, with
+// TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS.
 std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick).

@@ -89,6 +89,34 @@ wait $pid
 status=$?
 [ $status = 143 ] || fail "signal: exit status $status, expected 143"
 
+# Restarts: a job that fails on its first two attempts and succeeds on the
+# third ends 0 with --max-restarts 2; every attempt is numbered, starts every
+# rank afresh and is said.
+launch "restarts" 0 --nproc-per-node 2 --max-restarts 2 "$fake" fail-until 2 1 exit:7
+for attempt in 0 1 2; do
+  for r in 0 1; do
+    expect_line restarts "^\[rank $r\] rank=$r .* attempt=$attempt/2$"
+  done
+done
+expect_line restarts "restarting every rank (restart 1 of 2)"
+expect_line restarts "restarting every rank (restart 2 of 2)"
+expect_others_stopped restarts 1 2
+# Once the restarts are spent the job ends with the last failure's status,
+# after exactly 1 + N attempts.
+launch "restarts spent" 9 --nproc-per-node 2 --max-restarts 1 "$fake" fail-until 5 0 exit:9
+[ "$(grep -c '^\[rank 0\] rank=0 ' "$out")" = 2 ] || fail "restarts spent: not 2 attempts"
+expect_line "restarts spent" "the job failed with status 9 after 1 restart$"
+# A signal-killed rank is a failure like any other.
+launch "restart after SIGKILL" 0 --nproc-per-node 2 --max-restarts 1 "$fake" fail-until 1 1 signal:KILL
+expect_line "restart after SIGKILL" "rank 1 was killed by signal 9"
+expect_line "restart after SIGKILL" "^\[rank 1\] rank=1 .* attempt=1/1$"
+# Without --max-restarts nothing restarts.
+launch "no restarts" 7 --nproc-per-node 2 "$fake" fail-until 1 1 exit:7
+expect_no_line "no restarts" "restarting"
+# Restarts across nodes are refused until the launchers agree on them.
+launch "restarts on 2 nodes" 2 --nnodes 2 --master-port 29500 --max-restarts 1 "$fake" ok
+expect_line "restarts on 2 nodes" "not supported yet"
+
 # Bad arguments are refused with usage.
 launch "bad arguments" 2 --nproc-per-node zero "$fake" ok
 expect_line "bad arguments" "usage: engine-launch"

@@ -1,6 +1,7 @@
 // engine-launch: a torchrun-style launcher for one node's ranks.
 //   engine-launch --nproc-per-node 4 [--nnodes N --node-rank R --master-addr HOST
-//                 --master-port PORT] [--grace-seconds S] [--] PROGRAM [ARGS...]
+//                 --master-port PORT] [--grace-seconds S] [--max-restarts N]
+//                 [--] PROGRAM [ARGS...]
 #include <cstdio>
 #include <stdexcept>
 
@@ -9,9 +10,8 @@
 
 int main(int argc, char** argv) {
   try {
-    launch::Plan plan = launch::parse_plan(std::vector<std::string>(argv + 1, argv + argc));
-    if (plan.master_port == 0) plan.master_port = launch::free_port();
-    return launch::supervise(plan);
+    return launch::supervise_with_restarts(
+        launch::parse_plan(std::vector<std::string>(argv + 1, argv + argc)));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine-launch: %s\n", e.what());
     return 2;

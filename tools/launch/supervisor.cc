@@ -29,7 +29,10 @@ void on_signal(int signal_number) {
   errno = saved;
 }
 
+// Once per launcher: a signal that comes between two attempts stays in the
+// pipe and stops the next one.
 void install_handlers() {
+  if (signal_pipe[0] >= 0) return;
   if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
     throw std::runtime_error("engine-launch: pipe failed");
   struct sigaction action {};
@@ -121,19 +124,19 @@ void signal_all(std::vector<Rank>& ranks, int signal_number) {
 
 }  // namespace
 
-int supervise(const Plan& plan) {
+Outcome supervise(const Plan& plan) {
   install_handlers();
   std::vector<Rank> ranks;
   for (int local = 0; local < plan.nproc_per_node; ++local) ranks.push_back(start(plan, local));
 
-  int job_status = 0;
+  Outcome outcome;
   bool stopping = false;
   bool killed = false;
   Clock::time_point kill_at;
   auto stop_others = [&](int status) {
     if (stopping) return;
     stopping = true;
-    job_status = status;
+    outcome.status = status;
     signal_all(ranks, SIGTERM);
     kill_at = Clock::now() + std::chrono::seconds(plan.grace_seconds);
   };
@@ -177,6 +180,7 @@ int supervise(const Plan& plan) {
         if (signals[i] == SIGINT || signals[i] == SIGTERM) {
           signal_all(ranks, signals[i]);
           stop_others(128 + signals[i]);
+          outcome.interrupted = true;
         }
       }
       for (auto& rank : ranks) {
@@ -191,7 +195,25 @@ int supervise(const Plan& plan) {
       }
     }
   }
-  return job_status;
+  return outcome;
+}
+
+int supervise_with_restarts(Plan plan) {
+  const bool pick_port = plan.master_port == 0;
+  for (;; ++plan.restart_count) {
+    if (pick_port) plan.master_port = free_port();
+    const Outcome outcome = supervise(plan);
+    if (outcome.status == 0 || outcome.interrupted) return outcome.status;
+    if (plan.restart_count == plan.max_restarts) {
+      if (plan.max_restarts > 0) {
+        std::fprintf(stderr, "engine-launch: the job failed with status %d after %d restart%s\n",
+                     outcome.status, plan.max_restarts, plan.max_restarts == 1 ? "" : "s");
+      }
+      return outcome.status;
+    }
+    std::fprintf(stderr, "engine-launch: restarting every rank (restart %d of %d)\n",
+                 plan.restart_count + 1, plan.max_restarts);
+  }
 }
 
 }  // namespace launch

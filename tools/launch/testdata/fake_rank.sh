@@ -5,6 +5,9 @@
 #                                   says; the others wait
 #   fake_rank.sh hang K CODE        rank 0 exits with CODE, rank K ignores SIGTERM
 #   fake_rank.sh wait               every rank says "ready" and waits
+#   fake_rank.sh fail-until N K HOW on the attempts (TORCHELASTIC_RESTART_COUNT)
+#                                   before N, as `end K HOW`; from attempt N
+#                                   on, every rank exits 0
 # HOW: exit:CODE; signal:NAME (it kills itself: KILL, as the kernel's
 # out-of-memory killer does, SEGV, ABRT); quiet:CODE (closes its stdout and
 # stderr, runs on, then exits with CODE). When rank K ends with 0 the others
@@ -14,12 +17,18 @@
 # shows as a slow test, never as a hang.
 set -u
 mode=$1
-echo "rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE local_world=$LOCAL_WORLD_SIZE group=$GROUP_RANK addr=$MASTER_ADDR port=$MASTER_PORT"
+echo "rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE local_world=$LOCAL_WORLD_SIZE group=$GROUP_RANK addr=$MASTER_ADDR port=$MASTER_PORT attempt=$TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS"
+if [ "$mode" = fail-until ]; then
+  [ "$TORCHELASTIC_RESTART_COUNT" -ge "$2" ] && exit 0
+  mode=end
+  shift
+fi
 wait_long() {
   sleep 120 &
   wait $!
 }
-pid_file() { echo "$TEST_TMPDIR/fake_rank_$1.pid"; }
+# Marks are per attempt: a restarted rank must not see the last one's.
+pid_file() { echo "$TEST_TMPDIR/fake_rank_${TORCHELASTIC_RESTART_COUNT}_$1.pid"; }
 end_as() {
   echo $$ > "$(pid_file "$RANK").tmp" && mv "$(pid_file "$RANK").tmp" "$(pid_file "$RANK")"
   case "$1" in
@@ -32,7 +41,7 @@ end_as() {
   esac
   exit 99  # a signal that did not end it
 }
-ready_file() { echo "$TEST_TMPDIR/fake_rank_$1.ready"; }
+ready_file() { echo "$TEST_TMPDIR/fake_rank_${TORCHELASTIC_RESTART_COUNT}_$1.ready"; }
 # Returns once every other rank has set its SIGTERM trap, within 120 s: a
 # rank stopped before that would end without saying so.
 await_others_ready() {
