@@ -317,6 +317,7 @@ void FlatUnit::launch_reduction() {
       memory_->pool.empty({shard_size_, block_numel_}, compute_options_.dtype(reduce_dtype_))
           .zero_();
   had_grads_.assign(params_.size(), false);
+  added_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& grad = params_[i].tensor.grad();
     had_grads_[i] = grad.defined();
@@ -333,14 +334,32 @@ void FlatUnit::launch_reduction() {
   }
 }
 
+void FlatUnit::await_reduction() {
+  if (!reduction_) return;
+  reduction_->wait();
+  reduction_.reset();
+  if (!groups_.replica) add_reduced(had_grads_);
+}
+
 void FlatUnit::finish_reduction(const std::vector<bool>& used) {
   if (params_.empty()) return;
-  if (reduction_) reduction_->wait();
-  reduction_.reset();
+  await_reduction();
   if (groups_.replica) dist::all_reduce(reduced_, "sum", groups_.replica);
+  add_reduced(used);
+  reduced_ = at::Tensor();
+  restore_shard_grads();
+}
+
+void FlatUnit::add_reduced(const std::vector<bool>& wanted) {
+  if (!reduced_.defined()) return;
   const at::Tensor reduced = in_pool(reduced_, reduced_.options().device(master_options_.device()));
+  bool all_added = true;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!params_[i].tensor.requires_grad() || !used[i]) continue;
+    if (!params_[i].tensor.requires_grad() || added_[i]) continue;
+    if (!wanted[i]) {
+      all_added = false;
+      continue;
+    }
     const at::Tensor piece =
         reduced.narrow(0, offsets_[i], layouts_[i].shard_numel()).view(layouts_[i].shard_sizes());
     if (shard_grads_[i].defined()) {
@@ -348,9 +367,9 @@ void FlatUnit::finish_reduction(const std::vector<bool>& used) {
     } else {
       shard_grads_[i] = memory_->pool.empty(piece.sizes(), master_options_).copy_(piece);
     }
+    added_[i] = true;
   }
-  reduced_ = at::Tensor();
-  restore_shard_grads();
+  if (all_added) reduced_ = at::Tensor();
 }
 
 void FlatUnit::keep_unsharded_grads() {

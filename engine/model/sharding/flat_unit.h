@@ -159,6 +159,13 @@ class FlatUnit {
 
   void expose_unsharded_grads();
   void launch_reduction();
+  // Waits for the reduce-scatter launch_reduction() started, which frees the
+  // packed gradients it read. Without a replica group the result is then
+  // final: it is added at once where this rank had a gradient (so some rank
+  // had), and the reduced block goes unless a parameter without one waits
+  // for finish_reduction's `used`. Collective-free; finish_reduction() does
+  // it when it was not done before.
+  void await_reduction();
   // Which parameters had a gradient when the reduction was launched.
   const std::vector<bool>& had_grads() const { return had_grads_; }
   // `used[i]`: whether any rank had parameter i's gradient; the others keep
@@ -194,6 +201,10 @@ class FlatUnit {
   void finish_gather();
   void unshard();
   void restore_shard_grads();
+  // Adds the reduced block's piece into the sharded gradient of each
+  // trainable parameter i with wanted[i] not added yet; frees the block once
+  // every trainable parameter's piece is added.
+  void add_reduced(const std::vector<bool>& wanted);
 
   std::string name_;
   std::vector<UnitParameter> params_;
@@ -219,6 +230,7 @@ class FlatUnit {
   std::vector<at::Tensor> shard_grads_;
   std::vector<at::Tensor> unsharded_grads_;
   std::vector<bool> had_grads_;
+  std::vector<bool> added_;  // whose piece of reduced_ is in its sharded gradient
   at::Tensor reduced_;
   dist::WorkPtr reduction_;
 };

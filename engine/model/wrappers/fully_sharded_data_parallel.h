@@ -4,6 +4,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -288,6 +289,9 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   std::vector<bool> awaiting_backward_;
   std::vector<bool> kept_for_backward_;
   size_t next_launch_ = 0;
+  // Units whose reduce-scatter this backward launched and nobody awaited:
+  // each holds its packed gradients (a full unit's worth) until then.
+  std::deque<size_t> reductions_in_flight_;
   std::vector<compat::NodePtr> hooked_;  // one per hook key
   std::vector<uintptr_t> hook_keys_;
   bool sync_enabled_ = true;
