@@ -20,6 +20,11 @@ namespace engine::dist::gloo {
 // reduced); with more ranks than cores a spinning rank would take the core
 // its peer needs to send, so it never spins there.
 //
+// A spin lasts at most 200 us without new bytes, then waits in poll()
+// (third_party/gloo's pair.cc): a machine busy with other work takes the
+// core back from a spinning rank by a time slice, so an unbounded spin
+// there delayed the message it waited for.
+//
 // A wait that times out leaves the call spinning until it ends or Gloo's own
 // timeout ends it (the pairs change mode only between messages).
 class ReadMode {

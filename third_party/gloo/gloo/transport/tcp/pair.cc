@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -473,6 +474,7 @@ bool Pair::read() {
   }
   NonOwningPtr<UnboundBuffer> buf;
   auto start = std::chrono::steady_clock::now();
+  auto lastProgress = start;  // dist-engine: when the spin began
 
   for (;;) {
     struct iovec iov = {
@@ -513,7 +515,17 @@ bool Pair::read() {
             if (busyPoll_ && !hasTimedOut()) {
               // Keep looping on EAGAIN if busy-poll flag has been set and the
               // timeout (if set) hasn't been reached
-              continue;
+              // dist-engine: for a bounded time since the last bytes came,
+              // then waiting in poll(). On a loaded machine (or with the
+              // sending peer on this core) an unbounded spin holds the core
+              // until the scheduler takes it, delaying the very message it
+              // waits for by a time slice.
+              if (std::chrono::steady_clock::now() - lastProgress <
+                      kBusyPollLimit ||
+                  waitReadable(start)) {
+                continue;
+              }
+              signalException(GLOO_ERROR_MSG("Read timeout ", peer_.str()));
             } else {
               // Either timeout on poll or blocking call returning with EAGAIN
               // indicates timeout
@@ -546,10 +558,34 @@ bool Pair::read() {
     }
 
     rx_.nread += rv;
+    lastProgress = std::chrono::steady_clock::now();
   }
 
   readComplete(buf);
   return true;
+}
+
+// dist-engine: blocks until the socket is readable; false once the read
+// that began at `start` has used up the timeout.
+bool Pair::waitReadable(std::chrono::steady_clock::time_point start) {
+  for (;;) {
+    int waitMs = -1;
+    if (timeout_ != kNoTimeout) {
+      const auto left = timeout_ - (std::chrono::steady_clock::now() - start);
+      if (left <= std::chrono::milliseconds::zero()) {
+        return false;
+      }
+      waitMs = static_cast<int>(
+          std::chrono::ceil<std::chrono::milliseconds>(left).count());
+    }
+    struct pollfd readable = {.fd = fd_, .events = POLLIN, .revents = 0};
+    const int rv = ::poll(&readable, 1, waitMs);
+    if (rv < 0 && errno == EINTR) {
+      continue;
+    }
+    // Readable, or an error or hangup that the next recv() reports.
+    return rv != 0;
+  }
 }
 
 void Pair::readComplete(NonOwningPtr<UnboundBuffer>& buf) {

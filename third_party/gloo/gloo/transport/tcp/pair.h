@@ -269,6 +269,11 @@ class Pair : public ::gloo::transport::Pair, public Handler {
 
   void readComplete(NonOwningPtr<UnboundBuffer>& buf);
 
+  // dist-engine: how long a busy-polling read spins without new bytes
+  // before it waits in poll() (pair.cc's read()), and that wait.
+  static constexpr std::chrono::microseconds kBusyPollLimit{200};
+  bool waitReadable(std::chrono::steady_clock::time_point start);
+
   // Helper function that is called from the `read` function.
   void handleRemotePendingSend(const Op& op);
 
