@@ -30,10 +30,18 @@ const char* kernel_name(bool decoupled) {
   return decoupled ? "aten::_fused_adamw_" : "aten::_fused_adam_";
 }
 
-std::optional<c10::OperatorHandle> kernel(bool decoupled) {
+std::optional<c10::OperatorHandle> find_kernel(bool decoupled) {
   auto handle = c10::Dispatcher::singleton().findSchema({kernel_name(decoupled), ""});
   if (!handle) return std::nullopt;
   return *handle;
+}
+
+// Looked up once, not at every step: LibTorch registers its operators when
+// it loads.
+const std::optional<c10::OperatorHandle>& kernel(bool decoupled) {
+  static const std::optional<c10::OperatorHandle> adam = find_kernel(false);
+  static const std::optional<c10::OperatorHandle> adamw = find_kernel(true);
+  return decoupled ? adamw : adam;
 }
 
 void require_kernel(const std::vector<at::Tensor>& params, bool decoupled) {
@@ -105,7 +113,7 @@ at::Tensor fused_step(Optimizer& optimizer, const Optimizer::LossClosure& closur
 }  // namespace
 
 bool fused_adam_available(c10::DeviceType device, bool decoupled) {
-  const auto handle = kernel(decoupled);
+  const auto& handle = kernel(decoupled);
   if (!handle) return false;
   const auto key = device == c10::DeviceType::CUDA  ? c10::DispatchKey::CUDA
                    : device == c10::DeviceType::CPU ? c10::DispatchKey::CPU
