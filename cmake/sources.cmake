@@ -158,6 +158,8 @@ set(DIST_ENGINE_GLOO_SOURCES
     engine/dist/backends/gloo/chunked_ring.h
     engine/dist/backends/gloo/gloo_backend.cc
     engine/dist/backends/gloo/gloo_backend.h
+    engine/dist/backends/gloo/interface.cc
+    engine/dist/backends/gloo/interface.h
     engine/dist/backends/gloo/pair_collectives.cc
     engine/dist/backends/gloo/pair_collectives.h
     engine/dist/backends/gloo/read_mode.cc

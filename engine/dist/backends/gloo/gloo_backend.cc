@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "engine/dist/backend_registry.h"
+#include "engine/dist/backends/gloo/interface.h"
 #include "engine/dist/backends/gloo/rendezvous_store.h"
 #include "engine/dist/backends/store/tcp_store.h"
 #include "engine/dist/errors.h"
@@ -188,10 +189,6 @@ bool holds_one_input_a_rank(const std::vector<at::Tensor>& outputs, const at::Te
          });
 }
 
-bool is_loopback(const std::string& host) {
-  return host.empty() || host == "localhost" || host.rfind("127.", 0) == 0;
-}
-
 // The cores this process may run on (its affinity mask, which a launcher's
 // binding or a container's cpuset narrows).
 int usable_cores() {
@@ -200,17 +197,15 @@ int usable_cores() {
   return CPU_COUNT(&cores);
 }
 
-// Ranks on one machine talk over loopback. Otherwise the interface named by
-// GLOO_SOCKET_IFNAME (as PyTorch's users set it), else the address of this
-// machine's hostname.
-std::shared_ptr<::gloo::transport::Device> make_device(const std::string& master_addr) {
+// Bound to the endpoint choose_endpoint picks (interface.h).
+std::shared_ptr<::gloo::transport::Device> make_device(const BackendOptions& options) {
+  const Endpoint endpoint =
+      choose_endpoint(options.master_addr, std::getenv("GLOO_SOCKET_IFNAME"),
+                      /*spans_machines=*/options.local_world_size < options.world_size,
+                      options.rank, this_machine());
   ::gloo::transport::tcp::attr attr;
-  const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
-  if (is_loopback(master_addr)) {
-    attr.hostname = "127.0.0.1";
-  } else if (interface != nullptr && *interface != '\0') {
-    attr.iface = interface;
-  }
+  attr.hostname = endpoint.hostname;
+  attr.iface = endpoint.interface;
   return ::gloo::transport::tcp::CreateDevice(attr);
 }
 
@@ -218,7 +213,7 @@ std::shared_ptr<Backend> create(const BackendOptions& options) {
   auto store = make_tcp_store(options, "gloo");
   const bool may_spin = options.local_world_size <= usable_cores();
   return std::make_shared<GlooBackend>(store, options.rank, options.world_size, options.timeout,
-                                       make_device(options.master_addr), may_spin, options.rank);
+                                       make_device(options), may_spin, options.rank);
 }
 
 const BackendRegistration registration("gloo", create);
