@@ -23,14 +23,15 @@ bazel test //... 2>&1 | tee -a "$log"
 # team would (dist_engine_dependencies() and the public targets only), with
 # its own tests on the simulator. Its own Bazel server, stopped afterwards.
 (cd examples/consumer && bazel test //... && bazel shutdown) 2>&1 | tee -a "$log"
-# The simulator suites under ThreadSanitizer (the process suites run real
-# processes through uninstrumented Open MPI and Gloo: not TSan's business; the
-# model suites build torch::nn modules in several threads, whose locks inside
-# the uninstrumented LibTorch TSan cannot see, so it reports false races; the
-# strategy suites too, and they also meet libstdc++'s benign locale-cache race
-# in std::ctype<char>::narrow, GCC PR 77704, through std::regex).
-bazel test --config=tsan -- //sim/... //testing/... -//testing/process/... -//testing/model/... \
-  -//testing/strategy/... \
+# The simulator suites under ThreadSanitizer (the process, hosts and
+# cross-check suites run real processes through uninstrumented Open MPI and
+# Gloo: not TSan's business; the model suites build torch::nn modules in
+# several threads, whose locks inside the uninstrumented LibTorch TSan cannot
+# see, so it reports false races; the strategy suites too, and they also
+# meet libstdc++'s benign locale-cache race in std::ctype<char>::narrow, GCC
+# PR 77704, through std::regex).
+bazel test --config=tsan -- //sim/... //testing/... -//testing/process/... -//testing/hosts/... \
+  -//testing/cross_check/... -//testing/model/... -//testing/strategy/... \
   2>&1 | tee -a "$log"
 # The nccl backend builds and links against the CUDA toolkit here; without a
 # GPU its test checks that creating it fails with a clear error.

@@ -93,11 +93,16 @@ sim::WorldOptions node_shared(sim::WorldOptions options = harness::test_options(
   return options;
 }
 
-// Whether the processes were started with shared memory between ranks turned
-// off (DIST_ENGINE_NODE_SHARED=0: no node-shared buffers, no staging).
+// Whether the world's ranks have no shared memory between them (no
+// node-shared buffers, no staging): the processes were started with it
+// turned off (DIST_ENGINE_NODE_SHARED=0), or on several machines (a
+// launcher's LOCAL_WORLD_SIZE below its WORLD_SIZE).
 bool node_shared_turned_off() {
   const char* value = std::getenv("DIST_ENGINE_NODE_SHARED");
-  return value != nullptr && std::string(value) == "0";
+  if (value != nullptr && std::string(value) == "0") return true;
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  const char* world = std::getenv("WORLD_SIZE");
+  return local != nullptr && world != nullptr && std::string(local) != world;
 }
 
 }  // namespace

@@ -209,11 +209,14 @@ std::shared_ptr<::gloo::transport::Device> make_device(const BackendOptions& opt
   return ::gloo::transport::tcp::CreateDevice(attr);
 }
 
+// The device first: a rank whose address cannot work says so before it
+// meets the store, where its peers would wait for it.
 std::shared_ptr<Backend> create(const BackendOptions& options) {
+  auto device = make_device(options);
   auto store = make_tcp_store(options, "gloo");
   const bool may_spin = options.local_world_size <= usable_cores();
   return std::make_shared<GlooBackend>(store, options.rank, options.world_size, options.timeout,
-                                       make_device(options), may_spin, options.rank);
+                                       std::move(device), may_spin, options.rank);
 }
 
 const BackendRegistration registration("gloo", create);
