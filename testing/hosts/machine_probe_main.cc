@@ -81,8 +81,8 @@ class Probe {
     const int size = dist::get_world_size(group);
     const int first = rank_ - dist::get_rank(group);
     const float sum = float(size) * float(first + 1) + float(size * (size - 1) / 2);
-    expect(buffer.eq(sum).all().item<bool>(), "the node-shared all_reduce on the " + name +
-                                                  " is not the sum of its ranks'");
+    expect(buffer.eq(sum).all().item<bool>(),
+           "the node-shared all_reduce on the " + name + " is not the sum of its ranks'");
   }
 
   // 256 KiB blocks: past the size from which one machine's gloo ranks stage.
