@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# A crash and a restart that loses nothing. The demo on 2 gloo processes under
-# engine-launch, 60 iterations with a checkpoint every 20: once without a
-# fault; once with --max-restarts 1 and the last rank killed (SIGKILL) as it
-# draws its 45th batch, so that both ranks restart and resume from
-# iter_40.pth (--resume auto). Both runs must end with the same parameters
-# (their CRC-32) and the same validation accuracy.
-#   restart_test.sh ENGINE_LAUNCH TRAIN CONFIG
+# A crash and a restart that loses nothing. The demo on 2 gloo processes
+# under LAUNCHER (engine-launch and its flags for the ranks of one machine, or
+# testing/hosts/run_on_hosts.sh for ranks on several), 60 iterations with a
+# checkpoint every 20: once without a fault; once with --max-restarts 1 and
+# the last rank killed (SIGKILL) as it draws its 45th batch, so that both
+# ranks restart and resume from iter_40.pth (--resume auto). Both runs must
+# end with the same parameters (their CRC-32) and the same validation
+# accuracy.
+#   restart_test.sh TRAIN CONFIG LAUNCHER...
 set -euo pipefail
-launch=$1 train=$2 config=$3
+train=$1 config=$2
+shift 2
+launcher=("$@")
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 rm -rf "$work/clean" "$work/restarted"
 run() {  # WORK_DIR [FLAGS...]: the flags go to the launcher (--max-restarts) or the demo
   local dir=$1 launcher_flags=() train_flags=()
   shift
   [ $# = 0 ] || launcher_flags=("$1" "$2") train_flags=("$3" "$4")
-  timeout 300 "$launch" --nproc-per-node 2 "${launcher_flags[@]}" "$train" --config "$config" \
+  timeout 300 "${launcher[@]}" "${launcher_flags[@]}" "$train" --config "$config" \
     --launcher pytorch --backend gloo --iters 60 --checkpoint-interval 20 --resume auto \
     --work-dir "$dir" "${train_flags[@]}" 2>&1 | tr '\r' '\n'
 }

@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 namespace launch {
 namespace {
@@ -13,19 +15,27 @@ namespace {
 const char* kUsage =
     "usage: engine-launch [--nproc-per-node N] [--nnodes N] [--node-rank R] [--master-addr HOST]\n"
     "                     [--master-port PORT] [--grace-seconds S] [--max-restarts N]\n"
-    "                     [--] PROGRAM [ARGS...]";
+    "                     [--join-timeout S] [--monitor-interval S] [--] PROGRAM [ARGS...]";
 
-int whole_number(const std::string& flag, const std::string& value, int low, int high) {
+// `value` as a Number in [low, high]: a whole number, or seconds.
+template <typename Number>
+Number number_in(const std::string& flag, const std::string& value, Number low, Number high) {
   size_t used = 0;
-  int n = 0;
+  Number n{};
   try {
-    n = std::stoi(value, &used);
+    if constexpr (std::is_integral_v<Number>) {
+      n = std::stoi(value, &used);
+    } else {
+      n = std::stod(value, &used);
+    }
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != value.size() || value.empty() || n < low || n > high) {
-    throw std::invalid_argument(flag + " " + value + ": expected a whole number in [" +
-                                std::to_string(low) + ", " + std::to_string(high) + "]\n" + kUsage);
+  if (used != value.size() || value.empty() || !(n >= low && n <= high)) {
+    std::ostringstream range;
+    range << (std::is_integral_v<Number> ? "a whole number" : "seconds") << " in [" << low << ", "
+          << high << "]";
+    throw std::invalid_argument(flag + " " + value + ": expected " + range.str() + "\n" + kUsage);
   }
   return n;
 }
@@ -44,19 +54,23 @@ Plan parse_plan(const std::vector<std::string>& args) {
     if (i + 1 >= args.size()) throw std::invalid_argument(flag + " needs a value\n" + kUsage);
     const std::string& value = args[++i];
     if (flag == "--nproc-per-node")
-      plan.nproc_per_node = whole_number(flag, value, 1, 1024);
+      plan.nproc_per_node = number_in(flag, value, 1, 1024);
     else if (flag == "--nnodes")
-      plan.nnodes = whole_number(flag, value, 1, 100000);
+      plan.nnodes = number_in(flag, value, 1, 100000);
     else if (flag == "--node-rank")
-      plan.node_rank = whole_number(flag, value, 0, 99999);
+      plan.node_rank = number_in(flag, value, 0, 99999);
     else if (flag == "--master-addr")
       plan.master_addr = value;
     else if (flag == "--master-port")
-      plan.master_port = whole_number(flag, value, 1, 65535);
+      plan.master_port = number_in(flag, value, 1, 65535);
     else if (flag == "--grace-seconds")
-      plan.grace_seconds = whole_number(flag, value, 0, 3600);
+      plan.grace_seconds = number_in(flag, value, 0, 3600);
     else if (flag == "--max-restarts")
-      plan.max_restarts = whole_number(flag, value, 0, 1000);
+      plan.max_restarts = number_in(flag, value, 0, 1000);
+    else if (flag == "--join-timeout")
+      plan.join_timeout_seconds = number_in(flag, value, 1, 86400);
+    else if (flag == "--monitor-interval")
+      plan.monitor_interval_seconds = number_in(flag, value, 0.01, 60.0);
     else
       throw std::invalid_argument("unknown flag " + flag + "\n" + kUsage);
   }
@@ -71,17 +85,12 @@ Plan parse_plan(const std::vector<std::string>& args) {
     throw std::invalid_argument(
         "--master-port is needed with --nnodes > 1: every node must use the same one");
   }
-  if (plan.nnodes > 1 && plan.max_restarts > 0) {
-    throw std::invalid_argument(
-        "--max-restarts with --nnodes > 1 is not supported yet: the nodes' launchers do not "
-        "agree on restarts, so a failure on one node would not restart the others (issue 48); "
-        "restart the whole job from outside, with resume_from \"auto\"");
-  }
   return plan;
 }
 
 std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank) {
-  return {{"RANK", std::to_string(plan.node_rank * plan.nproc_per_node + local_rank)},
+  std::map<std::string, std::string> env = {
+          {"RANK", std::to_string(plan.node_rank * plan.nproc_per_node + local_rank)},
           {"LOCAL_RANK", std::to_string(local_rank)},
           {"WORLD_SIZE", std::to_string(plan.nnodes * plan.nproc_per_node)},
           {"LOCAL_WORLD_SIZE", std::to_string(plan.nproc_per_node)},
@@ -90,6 +99,8 @@ std::map<std::string, std::string> rank_environment(const Plan& plan, int local_
           {"MASTER_PORT", std::to_string(plan.master_port)},
           {"TORCHELASTIC_RESTART_COUNT", std::to_string(plan.restart_count)},
           {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)}};
+  if (plan.nnodes > 1) env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  return env;
 }
 
 int free_port() {

@@ -17,6 +17,10 @@ struct Plan {
   // torchrun's --max-restarts: a failed job starts again this many times.
   int max_restarts = 0;
   int restart_count = 0;  // which attempt this is, from 0
+  // With --nnodes > 1: how long the nodes' launchers wait for each other at
+  // each attempt's start, and how often each looks for another's failure.
+  int join_timeout_seconds = 600;
+  double monitor_interval_seconds = 0.1;
   std::vector<std::string> command;
 };
 
@@ -25,7 +29,9 @@ struct Plan {
 Plan parse_plan(const std::vector<std::string>& args);
 
 // torchrun's variables for local rank `local_rank` of this node, with
-// TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS.
+// TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS; with --nnodes > 1
+// also TORCHELASTIC_USE_AGENT_STORE=True: the ranks join the store that node
+// 0's launcher hosts at MASTER_ADDR:MASTER_PORT, under the attempt's prefix.
 std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick).

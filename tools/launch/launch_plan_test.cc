@@ -21,6 +21,18 @@ TEST(ParsePlan, TorchrunFlagsAndTheCommand) {
   EXPECT_EQ(env.at("GROUP_RANK"), "1");
   EXPECT_EQ(env.at("MASTER_ADDR"), "node7");
   EXPECT_EQ(env.at("MASTER_PORT"), "29600");
+  // The ranks of a job over several nodes join node 0's launcher's store.
+  EXPECT_EQ(env.at("TORCHELASTIC_USE_AGENT_STORE"), "True");
+  EXPECT_EQ(rank_environment(parse_plan({"train"}), 0).count("TORCHELASTIC_USE_AGENT_STORE"), 0);
+}
+
+TEST(ParsePlan, HowTheNodesWaitForEachOther) {
+  const Plan defaults = parse_plan({"train"});
+  EXPECT_EQ(defaults.join_timeout_seconds, 600);
+  EXPECT_DOUBLE_EQ(defaults.monitor_interval_seconds, 0.1);
+  const Plan plan = parse_plan({"--join-timeout", "30", "--monitor-interval", "0.5", "train"});
+  EXPECT_EQ(plan.join_timeout_seconds, 30);
+  EXPECT_DOUBLE_EQ(plan.monitor_interval_seconds, 0.5);
 }
 
 TEST(ParsePlan, RefusesWhatCannotWork) {
@@ -31,6 +43,9 @@ TEST(ParsePlan, RefusesWhatCannotWork) {
                std::invalid_argument);  // port must be shared
   EXPECT_THROW(parse_plan({"--nproc-per-node", "2"}), std::invalid_argument);  // no program
   EXPECT_THROW(parse_plan({"--bogus", "1", "train"}), std::invalid_argument);
+  EXPECT_THROW(parse_plan({"--monitor-interval", "0", "train"}), std::invalid_argument);
+  EXPECT_THROW(parse_plan({"--monitor-interval", "1s", "train"}), std::invalid_argument);
+  EXPECT_THROW(parse_plan({"--join-timeout", "0", "train"}), std::invalid_argument);
 }
 
 TEST(FreePort, IsAUsablePort) {

@@ -113,14 +113,97 @@ expect_line "restart after SIGKILL" "^\[rank 1\] rank=1 .* attempt=1/1$"
 # Without --max-restarts nothing restarts.
 launch "no restarts" 7 --nproc-per-node 2 "$fake" fail-until 1 1 exit:7
 expect_no_line "no restarts" "restarting"
-# Restarts across nodes are refused until the launchers agree on them.
-launch "restarts on 2 nodes" 2 --nnodes 2 --master-port 29500 --max-restarts 1 "$fake" ok
-expect_line "restarts on 2 nodes" "not supported yet"
+
+# Two nodes: launch_nodes CASE EXPECTED_STATUS ARGS... runs engine-launch ARGS
+# as node 0 and node 1 of one job, in a network namespace of their own (so
+# that port 29500 is free), into $out.0 and $out.1, and both into $out.
+launch_nodes() {
+  local name=$1 expected=$2
+  shift 2
+  checks=$((checks + 1))
+  rm -f "$TEST_TMPDIR"/fake_rank_*
+  unshare -n bash -c '
+    ip link set lo up
+    out=$1 launcher=$2
+    shift 2
+    for node in 0 1; do
+      timeout 60 "$launcher" --nnodes 2 --node-rank $node --master-port 29500 "$@" >"$out.$node" 2>&1 &
+      pids[node]=$!
+    done
+    for node in 0 1; do wait ${pids[node]}; echo $? >"$out.status$node"; done' \
+    _ "$out" "$launcher" "$@"
+  cat "$out.0" "$out.1" >"$out"
+  local statuses
+  statuses="$(cat "$out.status0") $(cat "$out.status1")"
+  [ "$statuses" = "$expected $expected" ] ||
+    fail "$name: exit statuses $statuses, expected $expected on both nodes"
+}
+attempts_of() {  # RANK: how many attempts it ran
+  grep -c "^\[rank $1\] rank=$1 " "$out"
+}
+launch_nodes "2 nodes" 0 --nproc-per-node 2 "$fake" ok
+for r in 0 1 2 3; do
+  expect_line "2 nodes" "^\[rank $r\] rank=$r local=$((r % 2)) world=4 local_world=2 group=$((r / 2)) "
+done
+# A rank that fails on node 1 stops node 0's ranks at once, rather than
+# leaving them to wait in a collective until its timeout; both nodes end with
+# its status.
+launch_nodes "a failure on another node" 7 --nproc-per-node 2 "$fake" end 3 exit:7
+grep -q "node 1's ranks failed (status 7); stopping this node's ranks" "$out.0" ||
+  fail "a failure on another node: node 0 does not say why it stopped"
+expect_others_stopped "a failure on another node" 3 4
+# Restarts are counted for the job, not per node: a failure on node 1 seen
+# by both restarts every rank once, 1 + 2 attempts in all.
+launch_nodes "restarts on 2 nodes" 0 --nproc-per-node 2 --max-restarts 2 "$fake" fail-until 2 3 exit:7
+for r in 0 1 2 3; do
+  [ "$(attempts_of $r)" = 3 ] || fail "restarts on 2 nodes: rank $r ran $(attempts_of $r) attempts, not 3"
+  expect_line "restarts on 2 nodes" "^\[rank $r\] rank=$r .* attempt=2/2$"
+done
+for node in 0 1; do
+  grep -q "restarting every rank (restart 2 of 2)" "$out.$node" ||
+    fail "restarts on 2 nodes: node $node does not say it restarts"
+done
+launch_nodes "restarts spent on 2 nodes" 9 --nproc-per-node 1 --max-restarts 1 "$fake" fail-until 5 0 exit:9
+[ "$(attempts_of 1)" = 2 ] || fail "restarts spent on 2 nodes: rank 1 ran $(attempts_of 1) attempts"
+for node in 0 1; do
+  grep -q "the job failed with status 9 after 1 restart$" "$out.$node" ||
+    fail "restarts spent on 2 nodes: node $node does not say the restarts are spent"
+done
+# A launcher started again cannot rejoin the attempt its node left (so a
+# node that exits and rejoins quickly cannot escape --max-restarts), and a
+# signal to one node's launcher ends the job on both without a restart.
+checks=$((checks + 1))
+rm -f "$TEST_TMPDIR"/fake_rank_*
+unshare -n bash -c '
+  ip link set lo up
+  out=$1 launcher=$2 fake=$3
+  for node in 0 1; do
+    timeout 60 "$launcher" --nnodes 2 --node-rank $node --master-port 29500 --nproc-per-node 1 \
+      --max-restarts 1 "$fake" wait >"$out.$node" 2>&1 &
+    pids[node]=$!
+  done
+  for _ in $(seq 1200); do
+    [ "$(cat "$out.0" "$out.1" | grep -c "ready$")" = 2 ] && break
+    sleep 0.05
+  done
+  timeout 60 "$launcher" --nnodes 2 --node-rank 1 --master-port 29500 "$fake" ok >"$out.again" 2>&1
+  echo $? >"$out.status_again"
+  kill -TERM ${pids[0]}
+  for node in 0 1; do wait ${pids[node]}; echo $? >"$out.status$node"; done' \
+  _ "$out" "$launcher" "$fake"
+cat "$out.0" "$out.1" "$out.again" >"$out"
+[ "$(cat "$out.status_again")" = 2 ] || fail "rejoin: the second node 1 exited $(cat "$out.status_again")"
+expect_line "rejoin" "node 1 already joined attempt 0 of this job (launcher pid [0-9]* on "
+[ "$(cat "$out.status0") $(cat "$out.status1")" = "143 143" ] ||
+  fail "a signal on 2 nodes: exit statuses $(cat "$out.status0") $(cat "$out.status1"), not 143 on both"
+grep -q "node 0's launcher was interrupted; stopping this node's ranks" "$out.1" ||
+  fail "a signal on 2 nodes: node 1 does not say why it stopped"
+expect_no_line "a signal on 2 nodes" "restarting"
 
 # Bad arguments are refused with usage.
 launch "bad arguments" 2 --nproc-per-node zero "$fake" ok
 expect_line "bad arguments" "usage: engine-launch"
 
-rm -f "$out"
+rm -f "$out" "$out".*
 echo "engine-launch: $checks launches, $failures failures"
 [ $failures = 0 ]

@@ -1,11 +1,14 @@
 #include "tools/launch/supervisor.h"
 
+#include "tools/launch/job_store.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -124,7 +127,7 @@ void signal_all(std::vector<Rank>& ranks, int signal_number) {
 
 }  // namespace
 
-Outcome supervise(const Plan& plan) {
+Outcome supervise(const Plan& plan, const Peers* peers) {
   install_handlers();
   std::vector<Rank> ranks;
   for (int local = 0; local < plan.nproc_per_node; ++local) ranks.push_back(start(plan, local));
@@ -166,9 +169,21 @@ Outcome supervise(const Plan& plan) {
         timeout_ms = static_cast<int>(left);
       }
     }
+    if (peers != nullptr && !stopping && anyone_running) {
+      const int interval = static_cast<int>(peers->interval.count());
+      timeout_ms = timeout_ms < 0 ? interval : std::min(timeout_ms, interval);
+    }
     const int ready = poll(fds.data(), fds.size(), timeout_ms);
     if (ready < 0 && errno != EINTR) break;
     if (ready == 0 && !anyone_running) break;
+    if (peers != nullptr && !stopping && anyone_running) {
+      if (const auto failure = peers->failure()) {
+        std::fprintf(stderr, "engine-launch: %s; stopping this node's ranks\n",
+                     failure->what.c_str());
+        outcome.peer_failed = true;
+        stop_others(failure->status);
+      }
+    }
 
     for (size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents) relay(*readers[i - 1]);
@@ -198,22 +213,72 @@ Outcome supervise(const Plan& plan) {
   return outcome;
 }
 
-int supervise_with_restarts(Plan plan) {
+namespace {
+
+// Whether a job that ended with `status` after attempt plan.restart_count
+// starts again; says so either way.
+bool restarts(const Plan& plan, int status) {
+  if (plan.restart_count == plan.max_restarts) {
+    if (plan.max_restarts > 0) {
+      std::fprintf(stderr, "engine-launch: the job failed with status %d after %d restart%s\n",
+                   status, plan.max_restarts, plan.max_restarts == 1 ? "" : "s");
+    }
+    return false;
+  }
+  std::fprintf(stderr, "engine-launch: restarting every rank (restart %d of %d)\n",
+               plan.restart_count + 1, plan.max_restarts);
+  return true;
+}
+
+int supervise_one_node(Plan plan) {
   const bool pick_port = plan.master_port == 0;
   for (;; ++plan.restart_count) {
     if (pick_port) plan.master_port = free_port();
     const Outcome outcome = supervise(plan);
-    if (outcome.status == 0 || outcome.interrupted) return outcome.status;
-    if (plan.restart_count == plan.max_restarts) {
-      if (plan.max_restarts > 0) {
-        std::fprintf(stderr, "engine-launch: the job failed with status %d after %d restart%s\n",
-                     outcome.status, plan.max_restarts, plan.max_restarts == 1 ? "" : "s");
-      }
+    if (outcome.status == 0 || outcome.interrupted || !restarts(plan, outcome.status))
       return outcome.status;
-    }
-    std::fprintf(stderr, "engine-launch: restarting every rank (restart %d of %d)\n",
-                 plan.restart_count + 1, plan.max_restarts);
   }
+}
+
+std::string describe(const Failure& failure) {
+  return "node " + std::to_string(failure.node) +
+         (failure.interrupted ? "'s launcher was interrupted"
+                              : "'s ranks failed (status " + std::to_string(failure.status) + ")");
+}
+
+int supervise_nodes(Plan plan) {
+  JobStore store(plan);
+  for (;; ++plan.restart_count) {
+    const int attempt = plan.restart_count;
+    store.join(attempt);
+    const Peers peers{
+        std::chrono::milliseconds(static_cast<int64_t>(plan.monitor_interval_seconds * 1000)),
+        [&]() -> std::optional<PeerFailure> {
+          const auto failure = store.failure(attempt);
+          if (!failure) return std::nullopt;
+          return PeerFailure{failure->status, describe(*failure)};
+        }};
+    const Outcome outcome = supervise(plan, &peers);
+    std::optional<Failure> failure;
+    if (outcome.peer_failed) {
+      failure = store.failure(attempt);
+    } else if (outcome.status != 0) {
+      failure = store.report_failure(attempt, {plan.node_rank, outcome.status, outcome.interrupted});
+    } else {
+      failure = store.report_success(attempt);
+      if (failure) std::fprintf(stderr, "engine-launch: %s\n", describe(*failure).c_str());
+    }
+    if (!failure || failure->interrupted || !restarts(plan, failure->status)) {
+      store.leave();
+      return failure ? failure->status : 0;
+    }
+  }
+}
+
+}  // namespace
+
+int supervise_with_restarts(Plan plan) {
+  return plan.nnodes > 1 ? supervise_nodes(std::move(plan)) : supervise_one_node(std::move(plan));
 }
 
 }  // namespace launch

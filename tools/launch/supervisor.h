@@ -1,5 +1,10 @@
 #pragma once
 
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
 #include "tools/launch/launch_plan.h"
 
 namespace launch {
@@ -11,17 +16,33 @@ namespace launch {
 // stopped: SIGTERM, then SIGKILL once plan.grace_seconds passed. SIGINT and
 // SIGTERM sent to the launcher are forwarded to every rank (and end the job
 // the same way). Waits block in poll(); nothing spins.
+// With `peers` (a job over several nodes), it also asks every
+// peers->interval whether another node's ranks failed, and if so stops this
+// node's the same way, with that failure's status.
 struct Outcome {
   int status = 0;
   bool interrupted = false;  // the launcher was sent SIGINT or SIGTERM
+  bool peer_failed = false;  // stopped for another node's failure
 };
-Outcome supervise(const Plan& plan);
+struct PeerFailure {
+  int status = 0;
+  std::string what;  // for the log: whose failure
+};
+struct Peers {
+  std::chrono::milliseconds interval;
+  std::function<std::optional<PeerFailure>()> failure;
+};
+Outcome supervise(const Plan& plan, const Peers* peers = nullptr);
 
 // supervise, again after a failure while plan.max_restarts allow, each
-// attempt with its TORCHELASTIC_RESTART_COUNT and, unless the port was
-// given, a fresh rendezvous port: a new store, with no key of the failed
-// attempt. A job stopped by a signal to the launcher is not restarted.
-// Returns the last attempt's status.
+// attempt with its TORCHELASTIC_RESTART_COUNT. One node: unless the port was
+// given, each attempt gets a fresh rendezvous port, so a new store with no
+// key of the failed attempt. Several nodes: the launchers agree on each
+// attempt through node 0's store (job_store.h), whose keys the ranks of
+// attempt k see under their own prefix; a failure on any node stops and
+// restarts every node's ranks, once for all of them. A job stopped by a
+// signal to a launcher is not restarted. Returns the last attempt's status
+// (with several nodes, the status of the rank that failed first).
 int supervise_with_restarts(Plan plan);
 
 }  // namespace launch

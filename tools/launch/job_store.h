@@ -1,0 +1,60 @@
+#pragma once
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <optional>
+#include <string>
+
+#include "tools/launch/launch_plan.h"
+
+namespace launch {
+
+// How an attempt of a job over several nodes ended, for all of them.
+struct Failure {
+  int node = 0;              // the node whose rank failed first
+  int status = 0;            // that rank's exit status: every node's
+  bool interrupted = false;  // its launcher was sent SIGINT or SIGTERM: no restart
+};
+
+// What the launchers of a job's nodes agree on, through the c10d TCPStore
+// that node 0's launcher hosts at MASTER_ADDR:MASTER_PORT (torchrun's agent
+// store; the ranks of attempt k join it under "/worker/attempt_k"): that
+// every node runs the same attempt, and how each attempt ended. So a job
+// restarts at most --max-restarts times however many nodes see a failure.
+// Every call but failure() blocks; each throws std::runtime_error when the
+// store cannot be reached or a wait outlives its bound.
+class JobStore {
+ public:
+  // Node 0 hosts the store; the others connect to it, retrying for up to
+  // plan.join_timeout_seconds (the launchers may start in any order).
+  explicit JobStore(const Plan& plan);
+
+  // Waits (up to plan.join_timeout_seconds) until every node's launcher has
+  // joined `attempt`, naming those that did not. A launcher started again
+  // cannot rejoin an attempt that its node already joined: refused.
+  void join(int attempt);
+
+  // The failure that ended `attempt`, if one was reported; returns at once.
+  std::optional<Failure> failure(int attempt);
+
+  // Reports this node's failure. The first report of an attempt ends it;
+  // returns that one (another node's, when it came first).
+  Failure report_failure(int attempt, const Failure& failure);
+
+  // Reports that this node's ranks succeeded, then waits until every node's
+  // did (nullopt) or one failed (its failure).
+  std::optional<Failure> report_success(int attempt);
+
+  // Before the launcher exits: node 0, whose store the others use, waits
+  // (at most a minute) until every node has left.
+  void leave();
+
+ private:
+  std::string key(int attempt, const std::string& name) const;
+  void end(int attempt);
+
+  const Plan& plan_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+};
+
+}  // namespace launch
