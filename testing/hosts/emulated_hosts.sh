@@ -27,9 +27,9 @@ EMULATED_HOSTS_HOLDERS=()
 # The address of host $1.
 host_address() { echo "$EMULATED_HOSTS_SUBNET.$1"; }
 
-# Waits (at most 10 s, in 50 ms sleeps) until file $1 exists.
-_hosts_await_file() {
-  local tries=200
+# Waits (at most $2 seconds, default 10, in 50 ms sleeps) until file $1 exists.
+await_file() {
+  local tries=$((${2:-10} * 20))
   until [[ -e $1 ]]; do
     ((tries-- > 0)) || { echo "emulated_hosts: $1 never appeared" >&2; return 1; }
     sleep 0.05
@@ -45,7 +45,7 @@ _hosts_hold() {
   # shellcheck disable=SC2086
   unshare $flags -- sh -c "$setup && touch '$ready' && exec sleep infinity" &
   EMULATED_HOSTS_HOLDERS+=($!)
-  _hosts_await_file "$ready"
+  await_file "$ready"
 }
 
 _hosts_in_fabric() { nsenter -t "$EMULATED_HOSTS_FABRIC" -n -- "$@"; }

@@ -9,7 +9,7 @@
 //     memory on the world (which spans machines), and both reduce exactly;
 //   - a reduce_scatter and an all_gather large enough for the staging area
 //     are exact on both groups.
-//   machine_probe_main BACKEND
+//   machine_probe_main BACKEND [LAUNCHER]    (LAUNCHER: init_dist's, default pytorch)
 // Exits 0 when every rank passed; each failure is printed by its rank.
 #include <ATen/ATen.h>
 #include <unistd.h>
@@ -117,11 +117,11 @@ class Probe {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: machine_probe_main BACKEND\n";
+  if (argc != 2 && argc != 3) {
+    std::cerr << "usage: machine_probe_main BACKEND [LAUNCHER]\n";
     return 2;
   }
-  dist::init_dist("pytorch", argv[1]);
+  dist::init_dist(argc == 3 ? argv[2] : "pytorch", argv[1]);
   const int per_node = env_int("LOCAL_WORLD_SIZE");
   const int node = env_int("GROUP_RANK");
   Probe probe;
