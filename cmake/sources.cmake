@@ -68,6 +68,8 @@ set(DIST_ENGINE_SOURCES
     engine/flight/record_files.h
     engine/flight/recorder.cc
     engine/flight/recorder.h
+    engine/flight/watch.cc
+    engine/flight/watch.h
     engine/io/atomic_file.cc
     engine/io/atomic_file.h
     engine/io/file_system.cc
@@ -319,6 +321,8 @@ set(DIST_ENGINE_LAUNCH_SOURCES
     tools/launch/main.cc
     tools/launch/supervisor.cc
     tools/launch/supervisor.h
+    tools/launch/watchdog.cc
+    tools/launch/watchdog.h
 )
 
 set(DIST_ENGINE_TEST_SUPPORT_SOURCES
@@ -381,6 +385,7 @@ set(DIST_ENGINE_UNIT_TEST_SOURCES
     engine/dist/reduce_op_test.cc
     engine/dist/work_test.cc
     engine/flight/flight_test.cc
+    engine/flight/watch_test.cc
     engine/launch/hostlist_test.cc
     engine/launch/launch_test.cc
     engine/model/init/init_functions_test.cc

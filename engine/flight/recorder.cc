@@ -36,6 +36,7 @@ RecorderOptions recorder_options_from_env() {
     options.capacity = static_cast<size_t>(value);
   }
   if (const char* dir = std::getenv("DIST_ENGINE_FLIGHT_DIR")) options.dump_dir = dir;
+  if (const char* dir = std::getenv("DIST_ENGINE_WATCH_DIR")) options.watch_dir = dir;
   return options;
 }
 
@@ -43,7 +44,20 @@ Recorder::Recorder(int rank, int world_size, std::string backend, RecorderOption
     : rank_(rank),
       world_size_(world_size),
       backend_(std::move(backend)),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  if (options_.watch_dir.empty()) return;
+  watched_ = std::make_unique<Watched>(options_.watch_dir, rank_, [this] {
+    try {
+      dump(options_.watch_dir, "requested by the launcher's watchdog");
+    } catch (const std::exception& error) {
+      std::cerr << "[rank " << rank_ << "] could not write the flight record: " << error.what()
+                << "\n";
+    }
+  });
+}
+
+// The watch's thread dumps this recorder: it stops first.
+Recorder::~Recorder() { watched_.reset(); }
 
 uint32_t Recorder::add_group(std::vector<int> global_ranks, std::string id) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -96,6 +110,7 @@ uint64_t Recorder::begin(const Call& call) {
   const int64_t start = now_us();
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = total_++;
+  if (watched_) watched_->begun();
   if (options_.capacity == 0) return id;
   if (ring_.size() < options_.capacity) ring_.emplace_back();
   ring_[id % options_.capacity].write(call, start);
@@ -121,7 +136,9 @@ void Recorder::end(uint64_t id, std::exception_ptr error) {
   const int64_t end = now_us();
   std::lock_guard<std::mutex> lock(mutex_);
   Slot* slot = find(id);
-  if (!slot || slot->state != Entry::State::kStarted) return;
+  if (slot && slot->state != Entry::State::kStarted) return;
+  if (watched_) watched_->ended();
+  if (!slot) return;
   slot->end_us = end;
   slot->state = error ? Entry::State::kFailed : Entry::State::kCompleted;
   slot->error = std::move(message);

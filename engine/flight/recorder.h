@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/flight/record.h"
+#include "engine/flight/watch.h"
 
 namespace engine::flight {
 
@@ -25,6 +26,10 @@ struct RecorderOptions {
   // DIST_ENGINE_FLIGHT_DIR: where a failure writes flight_rank<R>.json;
   // empty: failures write nothing.
   std::string dump_dir;
+  // DIST_ENGINE_WATCH_DIR, which engine-launch --stall-timeout sets: where
+  // the rank shows its launcher's watchdog its progress and answers its
+  // requests for the flight record (watch.h); empty: not watched.
+  std::string watch_dir;
 };
 
 // Reads the variables above; InvalidArgument names a malformed one.
@@ -47,6 +52,7 @@ struct Call {
 class Recorder {
  public:
   Recorder(int rank, int world_size, std::string backend, RecorderOptions options);
+  ~Recorder();
 
   // Registers a group (its global ranks and its id, see Entry) for
   // Call::group.
@@ -107,6 +113,7 @@ class Recorder {
   std::vector<Group> groups_;
   std::vector<Slot> ring_;  // entry id sits at id % capacity
   uint64_t total_ = 0;
+  std::unique_ptr<Watched> watched_;  // with options_.watch_dir
 };
 
 }  // namespace engine::flight

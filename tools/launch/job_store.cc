@@ -62,8 +62,9 @@ void JobStore::join(int attempt) {
   const std::string me = this_launcher();
   const std::string holder = text(store_->compareSet(mine, {}, bytes(me)));
   if (holder != me) {
-    throw std::runtime_error("node " + std::to_string(plan_.node_rank) + " already joined attempt " +
-                             std::to_string(attempt) + " of this job (launcher " + holder +
+    throw std::runtime_error("node " + std::to_string(plan_.node_rank) +
+                             " already joined attempt " + std::to_string(attempt) +
+                             " of this job (launcher " + holder +
                              "); a launcher cannot rejoin an attempt it left: start the whole "
                              "job again, or let --max-restarts restart it");
   }

@@ -1,9 +1,8 @@
 #pragma once
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include <optional>
 #include <string>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "tools/launch/launch_plan.h"
 

@@ -15,7 +15,8 @@ namespace {
 const char* kUsage =
     "usage: engine-launch [--nproc-per-node N] [--nnodes N] [--node-rank R] [--master-addr HOST]\n"
     "                     [--master-port PORT] [--grace-seconds S] [--max-restarts N]\n"
-    "                     [--join-timeout S] [--monitor-interval S] [--] PROGRAM [ARGS...]";
+    "                     [--join-timeout S] [--monitor-interval S] [--stall-timeout S]\n"
+    "                     [--] PROGRAM [ARGS...]";
 
 // `value` as a Number in [low, high]: a whole number, or seconds.
 template <typename Number>
@@ -71,6 +72,8 @@ Plan parse_plan(const std::vector<std::string>& args) {
       plan.join_timeout_seconds = number_in(flag, value, 1, 86400);
     else if (flag == "--monitor-interval")
       plan.monitor_interval_seconds = number_in(flag, value, 0.01, 60.0);
+    else if (flag == "--stall-timeout")
+      plan.stall_timeout_seconds = number_in(flag, value, 0.0, 86400.0);
     else
       throw std::invalid_argument("unknown flag " + flag + "\n" + kUsage);
   }
@@ -90,16 +93,17 @@ Plan parse_plan(const std::vector<std::string>& args) {
 
 std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank) {
   std::map<std::string, std::string> env = {
-          {"RANK", std::to_string(plan.node_rank * plan.nproc_per_node + local_rank)},
-          {"LOCAL_RANK", std::to_string(local_rank)},
-          {"WORLD_SIZE", std::to_string(plan.nnodes * plan.nproc_per_node)},
-          {"LOCAL_WORLD_SIZE", std::to_string(plan.nproc_per_node)},
-          {"GROUP_RANK", std::to_string(plan.node_rank)},
-          {"MASTER_ADDR", plan.master_addr},
-          {"MASTER_PORT", std::to_string(plan.master_port)},
-          {"TORCHELASTIC_RESTART_COUNT", std::to_string(plan.restart_count)},
-          {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)}};
+      {"RANK", std::to_string(plan.node_rank * plan.nproc_per_node + local_rank)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"WORLD_SIZE", std::to_string(plan.nnodes * plan.nproc_per_node)},
+      {"LOCAL_WORLD_SIZE", std::to_string(plan.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(plan.node_rank)},
+      {"MASTER_ADDR", plan.master_addr},
+      {"MASTER_PORT", std::to_string(plan.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(plan.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)}};
   if (plan.nnodes > 1) env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  if (!plan.watch_dir.empty()) env["DIST_ENGINE_WATCH_DIR"] = plan.watch_dir;
   return env;
 }
 

@@ -21,6 +21,10 @@ struct Plan {
   // each attempt's start, and how often each looks for another's failure.
   int join_timeout_seconds = 600;
   double monitor_interval_seconds = 0.1;
+  // --stall-timeout: the watchdog's (watchdog.h); 0: no watchdog.
+  double stall_timeout_seconds = 0;
+  // The attempt's watch folder, DIST_ENGINE_WATCH_DIR (set by the supervisor).
+  std::string watch_dir;
   std::vector<std::string> command;
 };
 
@@ -31,7 +35,8 @@ Plan parse_plan(const std::vector<std::string>& args);
 // torchrun's variables for local rank `local_rank` of this node, with
 // TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS; with --nnodes > 1
 // also TORCHELASTIC_USE_AGENT_STORE=True: the ranks join the store that node
-// 0's launcher hosts at MASTER_ADDR:MASTER_PORT, under the attempt's prefix.
+// 0's launcher hosts at MASTER_ADDR:MASTER_PORT, under the attempt's prefix;
+// with a watch folder, DIST_ENGINE_WATCH_DIR.
 std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick).

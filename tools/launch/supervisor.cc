@@ -1,7 +1,5 @@
 #include "tools/launch/supervisor.h"
 
-#include "tools/launch/job_store.h"
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +15,9 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tools/launch/job_store.h"
+#include "tools/launch/watchdog.h"
 
 namespace launch {
 namespace {
@@ -127,7 +128,7 @@ void signal_all(std::vector<Rank>& ranks, int signal_number) {
 
 }  // namespace
 
-Outcome supervise(const Plan& plan, const Peers* peers) {
+Outcome supervise(const Plan& plan, const Checks* checks) {
   install_handlers();
   std::vector<Rank> ranks;
   for (int local = 0; local < plan.nproc_per_node; ++local) ranks.push_back(start(plan, local));
@@ -135,6 +136,8 @@ Outcome supervise(const Plan& plan, const Peers* peers) {
   Outcome outcome;
   bool stopping = false;
   bool killed = false;
+  // The checks run every checks->interval, however often output wakes the loop.
+  Clock::time_point next_check = Clock::now();
   Clock::time_point kill_at;
   auto stop_others = [&](int status) {
     if (stopping) return;
@@ -169,19 +172,26 @@ Outcome supervise(const Plan& plan, const Peers* peers) {
         timeout_ms = static_cast<int>(left);
       }
     }
-    if (peers != nullptr && !stopping && anyone_running) {
-      const int interval = static_cast<int>(peers->interval.count());
-      timeout_ms = timeout_ms < 0 ? interval : std::min(timeout_ms, interval);
+    const bool checking =
+        checks != nullptr && !checks->checks.empty() && !stopping && anyone_running;
+    if (checking) {
+      const int until_check = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(next_check - Clock::now())
+                 .count()));
+      timeout_ms = timeout_ms < 0 ? until_check : std::min(timeout_ms, until_check);
     }
     const int ready = poll(fds.data(), fds.size(), timeout_ms);
     if (ready < 0 && errno != EINTR) break;
     if (ready == 0 && !anyone_running) break;
-    if (peers != nullptr && !stopping && anyone_running) {
-      if (const auto failure = peers->failure()) {
-        std::fprintf(stderr, "engine-launch: %s; stopping this node's ranks\n",
-                     failure->what.c_str());
-        outcome.peer_failed = true;
-        stop_others(failure->status);
+    if (checking && Clock::now() >= next_check) {
+      next_check = Clock::now() + checks->interval;
+      for (const auto& check : checks->checks) {
+        const auto stop = check();
+        if (!stop) continue;
+        std::fprintf(stderr, "engine-launch: %s; stopping this node's ranks\n", stop->what.c_str());
+        outcome.peer_failed = stop->peer;
+        stop_others(stop->status);
+        break;
       }
     }
 
@@ -230,40 +240,77 @@ bool restarts(const Plan& plan, int status) {
   return true;
 }
 
+// What a stall ends an attempt with: timeout(1)'s status.
+constexpr int kStalledStatus = 124;
+
+// The checks of one attempt: the watchdog's, with --stall-timeout, and
+// whatever else the caller adds.
+class AttemptChecks {
+ public:
+  AttemptChecks(Plan& plan, WatchFolders& folders)
+      : checks_{
+            std::chrono::milliseconds(static_cast<int64_t>(plan.monitor_interval_seconds * 1000)),
+            {}} {
+    if (plan.stall_timeout_seconds <= 0) return;
+    plan.watch_dir = folders.attempt(plan.restart_count);
+    watchdog_.emplace(plan, plan.watch_dir);
+    checks_.checks.push_back([this, &folders]() -> std::optional<Stop> {
+      const auto stall = watchdog_->stalled();
+      if (!stall) return std::nullopt;
+      folders.keep();
+      return Stop{kStalledStatus, *stall};
+    });
+  }
+  void add(std::function<std::optional<Stop>()> check) {
+    checks_.checks.push_back(std::move(check));
+  }
+  const Checks* get() const { return &checks_; }
+
+ private:
+  Checks checks_;
+  std::optional<Watchdog> watchdog_;
+};
+
 int supervise_one_node(Plan plan) {
   const bool pick_port = plan.master_port == 0;
+  WatchFolders folders;
   for (;; ++plan.restart_count) {
     if (pick_port) plan.master_port = free_port();
-    const Outcome outcome = supervise(plan);
+    const AttemptChecks checks(plan, folders);
+    const Outcome outcome = supervise(plan, checks.get());
     if (outcome.status == 0 || outcome.interrupted || !restarts(plan, outcome.status))
       return outcome.status;
   }
 }
 
 std::string describe(const Failure& failure) {
+  if (failure.interrupted)
+    return "node " + std::to_string(failure.node) + "'s launcher was interrupted";
   return "node " + std::to_string(failure.node) +
-         (failure.interrupted ? "'s launcher was interrupted"
-                              : "'s ranks failed (status " + std::to_string(failure.status) + ")");
+         (failure.status == kStalledStatus
+              ? "'s ranks stalled"
+              : "'s ranks failed (status " + std::to_string(failure.status) + ")");
 }
 
 int supervise_nodes(Plan plan) {
   JobStore store(plan);
+  WatchFolders folders;
   for (;; ++plan.restart_count) {
     const int attempt = plan.restart_count;
     store.join(attempt);
-    const Peers peers{
-        std::chrono::milliseconds(static_cast<int64_t>(plan.monitor_interval_seconds * 1000)),
-        [&]() -> std::optional<PeerFailure> {
-          const auto failure = store.failure(attempt);
-          if (!failure) return std::nullopt;
-          return PeerFailure{failure->status, describe(*failure)};
-        }};
-    const Outcome outcome = supervise(plan, &peers);
+    AttemptChecks checks(plan, folders);
+    checks.add([&]() -> std::optional<Stop> {
+      const auto failure = store.failure(attempt);
+      if (!failure) return std::nullopt;
+      return Stop{failure->status, describe(*failure), /*peer=*/true};
+    });
+    const Outcome outcome = supervise(plan, checks.get());
     std::optional<Failure> failure;
     if (outcome.peer_failed) {
       failure = store.failure(attempt);
     } else if (outcome.status != 0) {
-      failure = store.report_failure(attempt, {plan.node_rank, outcome.status, outcome.interrupted});
+      failure =
+          store.report_failure(attempt, {plan.node_rank, outcome.status, outcome.interrupted});
     } else {
       failure = store.report_success(attempt);
       if (failure) std::fprintf(stderr, "engine-launch: %s\n", describe(*failure).c_str());

@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tools/launch/launch_plan.h"
 
@@ -16,23 +17,24 @@ namespace launch {
 // stopped: SIGTERM, then SIGKILL once plan.grace_seconds passed. SIGINT and
 // SIGTERM sent to the launcher are forwarded to every rank (and end the job
 // the same way). Waits block in poll(); nothing spins.
-// With `peers` (a job over several nodes), it also asks every
-// peers->interval whether another node's ranks failed, and if so stops this
-// node's the same way, with that failure's status.
+// With `checks`, it also runs each check every checks->interval while
+// ranks run, and the first that returns a Stop stops this node's ranks the
+// same way, with its status: another node's failure, the watchdog.
+struct Stop {
+  int status = 0;
+  std::string what;   // for the log
+  bool peer = false;  // another node's failure, already reported
+};
+struct Checks {
+  std::chrono::milliseconds interval;
+  std::vector<std::function<std::optional<Stop>()>> checks;
+};
 struct Outcome {
   int status = 0;
   bool interrupted = false;  // the launcher was sent SIGINT or SIGTERM
   bool peer_failed = false;  // stopped for another node's failure
 };
-struct PeerFailure {
-  int status = 0;
-  std::string what;  // for the log: whose failure
-};
-struct Peers {
-  std::chrono::milliseconds interval;
-  std::function<std::optional<PeerFailure>()> failure;
-};
-Outcome supervise(const Plan& plan, const Peers* peers = nullptr);
+Outcome supervise(const Plan& plan, const Checks* checks = nullptr);
 
 // supervise, again after a failure while plan.max_restarts allow, each
 // attempt with its TORCHELASTIC_RESTART_COUNT. One node: unless the port was
@@ -41,7 +43,9 @@ Outcome supervise(const Plan& plan, const Peers* peers = nullptr);
 // attempt through node 0's store (job_store.h), whose keys the ranks of
 // attempt k see under their own prefix; a failure on any node stops and
 // restarts every node's ranks, once for all of them. A job stopped by a
-// signal to a launcher is not restarted. Returns the last attempt's status
+// signal to a launcher is not restarted. With plan.stall_timeout_seconds,
+// each attempt's ranks are watched (watchdog.h), and a stall is a failure
+// with status 124 (as timeout(1) exits). Returns the last attempt's status
 // (with several nodes, the status of the rank that failed first).
 int supervise_with_restarts(Plan plan);
 

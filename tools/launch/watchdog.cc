@@ -1,0 +1,97 @@
+#include "tools/launch/watchdog.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+#include "engine/flight/diagnosis.h"
+#include "engine/flight/record_files.h"
+
+namespace launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace flight = engine::flight;
+
+// How long the ranks have to write their records once asked.
+constexpr auto kDumpWait = std::chrono::seconds(10);
+
+}  // namespace
+
+Watchdog::Watchdog(const Plan& plan, std::string dir)
+    : plan_(plan), dir_(std::move(dir)), last_change_(Clock::now()) {
+  for (int local = 0; local < plan.nproc_per_node; ++local)
+    ranks_.push_back(plan.node_rank * plan.nproc_per_node + local);
+  seen_.resize(ranks_.size());
+}
+
+std::optional<std::string> Watchdog::stalled() {
+  bool in_a_call = false;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const auto now = flight::read_progress(flight::progress_path(dir_, ranks_[i]));
+    const bool changed = now.has_value() != seen_[i].has_value() ||
+                         (now && (now->begun != seen_[i]->begun || now->ended != seen_[i]->ended));
+    if (changed) last_change_ = Clock::now();
+    seen_[i] = now;
+    in_a_call |= now && now->in_a_call();
+  }
+  const auto quiet = Clock::now() - last_change_;
+  if (!in_a_call || quiet < std::chrono::duration<double>(plan_.stall_timeout_seconds)) {
+    return std::nullopt;
+  }
+  std::fprintf(stderr,
+               "engine-launch: no rank of this node started or ended a call for %g s while one "
+               "was in a call (--stall-timeout); asking them for their flight records\n",
+               plan_.stall_timeout_seconds);
+  diagnose();
+  return "the ranks stalled";
+}
+
+void Watchdog::diagnose() {
+  std::vector<std::string> expected;
+  for (const int rank : ranks_) {
+    if (flight::request_dump(flight::dump_request_path(dir_, rank)))
+      expected.push_back(flight::record_path(dir_, rank));
+  }
+  const auto deadline = Clock::now() + kDumpWait;
+  auto all_written = [&] {
+    for (const auto& path : expected)
+      if (!std::filesystem::exists(path)) return false;
+    return true;
+  };
+  while (!all_written() && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  try {
+    std::fprintf(stderr, "%s", flight::diagnose(flight::read_flight_records({dir_})).c_str());
+    std::fprintf(stderr, "engine-launch: the flight records are in %s\n", dir_.c_str());
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "engine-launch: no diagnosis: %s\n", error.what());
+  }
+}
+
+WatchFolders::WatchFolders() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/engine-launch-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("cannot make a folder for the watchdog under " + pattern);
+  root_ = pattern;
+}
+
+WatchFolders::~WatchFolders() {
+  if (keep_) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(root_, ignored);
+}
+
+std::string WatchFolders::attempt(int attempt) {
+  const std::string dir = root_ + "/attempt_" + std::to_string(attempt);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace launch

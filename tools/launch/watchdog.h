@@ -1,0 +1,54 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/flight/watch.h"
+#include "tools/launch/launch_plan.h"
+
+namespace launch {
+
+// engine-launch --stall-timeout: this node's ranks have stalled when, for
+// that long, none of them started or ended a call (the counters each rank
+// keeps where its launcher can read them, engine/flight/watch.h) while at
+// least one is inside a call. A rank that computes for longer than that
+// between calls is not stalled; one that waits that long in a call for a
+// rank that computes is, so the timeout must exceed the longest such wait.
+// On a stall the watchdog asks every rank for its flight record, prints the
+// diagnosis (engine/flight/diagnosis.h: who waits in which call for whom),
+// and keeps the records in the attempt's folder.
+class Watchdog {
+ public:
+  // `dir`: the attempt's folder, given to the ranks as DIST_ENGINE_WATCH_DIR.
+  Watchdog(const Plan& plan, std::string dir);
+
+  // Called every monitor interval: the text of the stall once it happened.
+  std::optional<std::string> stalled();
+
+ private:
+  void diagnose();
+
+  const Plan& plan_;
+  const std::string dir_;
+  std::vector<int> ranks_;  // this node's, as global ranks
+  std::vector<std::optional<engine::flight::Progress>> seen_;
+  std::chrono::steady_clock::time_point last_change_;
+};
+
+// The folder under $TMPDIR (else /tmp) that holds every attempt's watch
+// folder; removed with everything in it when destroyed, unless kept.
+class WatchFolders {
+ public:
+  WatchFolders();
+  ~WatchFolders();
+  std::string attempt(int attempt);  // made on first use
+  void keep() { keep_ = true; }
+
+ private:
+  std::string root_;
+  bool keep_ = false;
+};
+
+}  // namespace launch
