@@ -81,6 +81,16 @@ hosts_up() {
   done
 }
 
+# "host1=PID host2=PID ...": which holder's namespaces are which host's, for
+# enter_host.sh (the rsh agent through which mpirun starts a host's daemon).
+host_map() {
+  local i map=""
+  for ((i = 1; i < ${#EMULATED_HOSTS_HOLDERS[@]}; i++)); do
+    map+="${map:+ }host$i=${EMULATED_HOSTS_HOLDERS[$i]}"
+  done
+  echo "$map"
+}
+
 # Runs a command on host $1, in the caller's working directory.
 on_host() {
   local host=$1
