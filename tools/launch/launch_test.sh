@@ -199,6 +199,34 @@ expect_line "rejoin" "node 1 already joined attempt 0 of this job (launcher pid 
 grep -q "node 0's launcher was interrupted; stopping this node's ranks" "$out.1" ||
   fail "a signal on 2 nodes: node 1 does not say why it stopped"
 expect_no_line "a signal on 2 nodes" "restarting"
+# Node 0's launcher killed outright (SIGKILL: no word to anyone): node 1
+# loses the job's store, stops its rank and fails, rather than leaving it
+# running with nobody to stop it. In a PID namespace of its own, so that the
+# rank the killed launcher leaves behind goes with the namespace (and the
+# whole case is bounded by one timeout).
+checks=$((checks + 1))
+timeout 60 unshare -n -p -f -m --mount-proc bash -c '
+  ip link set lo up
+  out=$1 launcher=$2 fake=$3
+  for node in 0 1; do
+    "$launcher" --nnodes 2 --node-rank $node --master-port 29500 --nproc-per-node 1 \
+      "$fake" wait >"$out.$node" 2>&1 &
+    pids[node]=$!
+  done
+  for _ in $(seq 1200); do
+    [ "$(cat "$out.0" "$out.1" | grep -c "ready$")" = 2 ] && break
+    sleep 0.05
+  done
+  kill -KILL ${pids[0]}
+  wait ${pids[1]}
+  echo $? >"$out.status1"
+  pgrep -fc "$fake wait" >"$out.ranks_left"' \
+  _ "$out" "$launcher" "$fake"
+cp "$out.1" "$out"
+[ "$(cat "$out.status1")" = 2 ] || fail "store lost: node 1 exited $(cat "$out.status1"), not 2"
+expect_line "store lost" "lost the job's store: .*; stopping this node's ranks"
+[ "$(cat "$out.ranks_left")" = 1 ] ||
+  fail "store lost: $(cat "$out.ranks_left") ranks left, not 1 (node 0's, whose launcher was killed)"
 
 # Bad arguments are refused with usage.
 launch "bad arguments" 2 --nproc-per-node zero "$fake" ok

@@ -242,6 +242,8 @@ bool restarts(const Plan& plan, int status) {
 
 // What a stall ends an attempt with: timeout(1)'s status.
 constexpr int kStalledStatus = 124;
+// What this node's ranks are stopped with when the job's store is lost.
+constexpr int kLostStoreStatus = 1;
 
 // The checks of one attempt: the watchdog's, with --stall-timeout, and
 // whatever else the caller adds.
@@ -261,6 +263,8 @@ class AttemptChecks {
       return Stop{kStalledStatus, *stall};
     });
   }
+  AttemptChecks(const AttemptChecks&) = delete;  // its watchdog's check holds `this`
+  AttemptChecks& operator=(const AttemptChecks&) = delete;
   void add(std::function<std::optional<Stop>()> check) {
     checks_.checks.push_back(std::move(check));
   }
@@ -300,9 +304,15 @@ int supervise_nodes(Plan plan) {
     store.join(attempt);
     AttemptChecks checks(plan, folders);
     checks.add([&]() -> std::optional<Stop> {
-      const auto failure = store.failure(attempt);
-      if (!failure) return std::nullopt;
-      return Stop{failure->status, describe(*failure), /*peer=*/true};
+      try {
+        const auto failure = store.failure(attempt);
+        if (!failure) return std::nullopt;
+        return Stop{failure->status, describe(*failure), /*peer=*/true};
+      } catch (const std::exception& error) {
+        // Node 0's launcher is gone: stop this node's ranks, then fail below.
+        return Stop{kLostStoreStatus, std::string("lost the job's store: ") + error.what(),
+                    /*peer=*/true};
+      }
     });
     const Outcome outcome = supervise(plan, checks.get());
     std::optional<Failure> failure;
