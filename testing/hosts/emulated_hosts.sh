@@ -23,6 +23,7 @@ readonly EMULATED_HOSTS_SUBNET=10.77.0
 EMULATED_HOSTS_DIR=""
 EMULATED_HOSTS_FABRIC=""
 EMULATED_HOSTS_HOLDERS=()
+EMULATED_HOSTS_JOBS=()  # start_logged's: "NAME:PID"
 
 # The address of host $1.
 host_address() { echo "$EMULATED_HOSTS_SUBNET.$1"; }
@@ -96,6 +97,30 @@ on_host() {
   local host=$1
   shift
   nsenter -t "${EMULATED_HOSTS_HOLDERS[$host]}" -n -u -m --wd="$PWD" -- "$@"
+}
+
+# start_logged NAME COMMAND...: runs COMMAND in the background, its output
+# kept under NAME until await_logged prints it.
+start_logged() {
+  local name=$1
+  shift
+  "$@" >"$EMULATED_HOSTS_DIR/log.$name" 2>&1 &
+  EMULATED_HOSTS_JOBS+=("$name:$!")
+}
+
+# Waits for every command start_logged started, in order, and prints each
+# one's exit status and output; fails unless every status was $1 (default 0).
+await_logged() {
+  local expected=${1:-0} job status failed=0
+  for job in "${EMULATED_HOSTS_JOBS[@]}"; do
+    status=0
+    wait "${job#*:}" || status=$?
+    echo "=== ${job%%:*}: exited $status"
+    cat "$EMULATED_HOSTS_DIR/log.${job%%:*}"
+    ((status == expected)) || failed=1
+  done
+  EMULATED_HOSTS_JOBS=()
+  return "$failed"
 }
 
 # Pulls host $1's cable: its frames no longer reach the bridge.

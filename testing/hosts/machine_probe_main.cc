@@ -93,18 +93,18 @@ class Probe {
     at::Tensor output = at::empty({block}, at::kFloat);
     dist::reduce_scatter_tensor(output, input, "sum", group);
     const int first = rank_ - dist::get_rank(group);
-    const at::Tensor expected = at::arange(size * block, at::kFloat)
-                                    .narrow(0, dist::get_rank(group) * block, block)
-                                    .mul_(size)
-                                    .add_(float(size) * first + size * (size - 1) / 2);
-    expect(output.equal(expected), "reduce_scatter on the " + name + " is not exact");
+    // Block i of the sum over the group's ranks of arange + rank.
+    auto sum_of_block = [&](int i) {
+      return at::arange(size * block, at::kFloat)
+          .narrow(0, i * block, block)
+          .mul_(size)
+          .add_(float(size) * first + size * (size - 1) / 2);
+    };
+    expect(output.equal(sum_of_block(dist::get_rank(group))),
+           "reduce_scatter on the " + name + " is not exact");
     const std::vector<at::Tensor> gathered = dist::all_gather(output, group);
     for (int i = 0; i < size; ++i) {
-      const at::Tensor theirs = at::arange(size * block, at::kFloat)
-                                    .narrow(0, i * block, block)
-                                    .mul_(size)
-                                    .add_(float(size) * first + size * (size - 1) / 2);
-      expect(gathered[i].equal(theirs), "all_gather on the " + name + " is not exact");
+      expect(gathered[i].equal(sum_of_block(i)), "all_gather on the " + name + " is not exact");
     }
   }
 

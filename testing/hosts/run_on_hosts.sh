@@ -12,24 +12,12 @@ source "$(dirname "$0")/emulated_hosts.sh"
 hosts=$1 per_host=$2 launcher=$3
 shift 3
 hosts_up "$hosts"
-logs=$(mktemp -d)
-trap 'hosts_down; rm -rf "$logs"' EXIT
-
-declare -A launched
 for ((host = 1; host <= hosts; host++)); do
   ifname=()
   [[ ${RUN_ON_HOSTS_IFNAME:-0} == 1 ]] && ifname=(env "GLOO_SOCKET_IFNAME=eth$host")
-  on_host "$host" "${ifname[@]}" timeout -k 10 "${RUN_ON_HOSTS_TIMEOUT:-300}" "$launcher" \
+  start_logged "host$host" on_host "$host" "${ifname[@]}" \
+    timeout -k 10 "${RUN_ON_HOSTS_TIMEOUT:-300}" "$launcher" \
     --nnodes "$hosts" --node-rank $((host - 1)) --nproc-per-node "$per_host" \
-    --master-addr "$(host_address 1)" --master-port 29500 "$@" >"$logs/host$host" 2>&1 &
-  launched[$host]=$!
+    --master-addr "$(host_address 1)" --master-port 29500 "$@"
 done
-failed=0
-for ((host = 1; host <= hosts; host++)); do
-  status=0
-  wait "${launched[$host]}" || status=$?
-  echo "=== host$host: engine-launch exited $status"
-  cat "$logs/host$host"
-  ((status == 0)) || failed=1
-done
-exit "$failed"
+await_logged

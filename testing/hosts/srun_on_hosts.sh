@@ -16,28 +16,16 @@ source "$(dirname "$0")/emulated_hosts.sh"
 hosts=$1 per_host=$2
 shift 2
 hosts_up "$hosts"
-logs=$(mktemp -d)
-trap 'hosts_down; rm -rf "$logs"' EXIT
-
-declare -A started
 for ((host = 1; host <= hosts; host++)); do
   for ((local = 0; local < per_host; local++)); do
     task=$(((host - 1) * per_host + local))
-    on_host "$host" env -u RANK -u LOCAL_RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT \
+    start_logged "task$task" on_host "$host" \
+      env -u RANK -u LOCAL_RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT \
       SLURM_PROCID=$task SLURM_LOCALID=$local SLURM_NODEID=$((host - 1)) \
       SLURM_NTASKS=$((hosts * per_host)) SLURM_NNODES="$hosts" \
       SLURM_NODELIST="host[1-$hosts]" SLURM_TASKS_PER_NODE="$per_host(x$hosts)" \
-      timeout -k 10 300 "$@" >"$logs/task$task" 2>&1 &
-    started[$task]=$!
+      timeout -k 10 300 "$@"
   done
 done
 [[ -z ${SRUN_ON_HOSTS_DURING:-} ]] || eval "$SRUN_ON_HOSTS_DURING"
-failed=0
-for ((task = 0; task < hosts * per_host; task++)); do
-  status=0
-  wait "${started[$task]}" || status=$?
-  echo "=== task $task: exited $status"
-  cat "$logs/task$task"
-  ((status == ${SRUN_ON_HOSTS_STATUS:-0})) || failed=1
-done
-exit "$failed"
+await_logged "${SRUN_ON_HOSTS_STATUS:-0}"
