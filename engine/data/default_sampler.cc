@@ -33,7 +33,14 @@ DefaultSampler::DefaultSampler(int64_t dataset_size, SamplerOptions options,
   }
 }
 
-std::vector<int64_t> DefaultSampler::indices() const {
+std::vector<int64_t> DefaultSampler::indices(int64_t consumed) const {
+  if (consumed < 0 || consumed >= dataset_size_) {
+    throw dist::InvalidArgument(
+        dist::on_rank(rank_, "DefaultSampler: an epoch of " + std::to_string(dataset_size_) +
+                                 " samples cannot resume after " + std::to_string(consumed) +
+                                 " of them; the position must lie in [0, " +
+                                 std::to_string(dataset_size_) + ")"));
+  }
   at::Tensor order;
   if (shuffle_) {
     auto generator = at::make_generator<at::CPUGeneratorImpl>(seed_ + epoch_);
@@ -42,11 +49,15 @@ std::vector<int64_t> DefaultSampler::indices() const {
     order = at::arange(dataset_size_, at::kLong);
   }
   const int64_t* sequence = order.data_ptr<int64_t>();
+  const int64_t remaining = dataset_size_ - consumed;
+  const int64_t end = round_up_
+                          ? consumed + (remaining + world_size_ - 1) / world_size_ * world_size_
+                          : dataset_size_;
   std::vector<int64_t> mine;
-  mine.reserve(static_cast<size_t>(num_samples_));
+  mine.reserve(static_cast<size_t>((end - consumed) / world_size_ + 1));
   // Positions past the dataset wrap around: the padding repeats the epoch's
   // first indices.
-  for (int64_t position = rank_; position < total_size_; position += world_size_) {
+  for (int64_t position = consumed + rank_; position < end; position += world_size_) {
     mine.push_back(sequence[position % dataset_size_]);
   }
   return mine;

@@ -30,15 +30,22 @@ class DefaultSampler {
   DefaultSampler(int64_t dataset_size, SamplerOptions options = {},
                  const dist::GroupPtr& group = nullptr);
 
-  // This rank's indices for the current epoch.
-  std::vector<int64_t> indices() const;
+  // This rank's indices for the rest of the current epoch, from `consumed`:
+  // how many positions of the epoch's sequence every rank together has
+  // taken already (0: the whole epoch). The remaining positions are dealt
+  // out as an epoch is, rank r taking consumed + r, consumed + r + ws, ...,
+  // so that a run resumed at another world size continues the epoch where
+  // it stopped: nothing taken twice, nothing skipped (round_up's padding
+  // aside). A value outside [0, dataset size) is an InvalidArgument.
+  std::vector<int64_t> indices(int64_t consumed = 0) const;
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
-  int64_t num_samples() const { return num_samples_; }  // this rank's count
+  int64_t num_samples() const { return num_samples_; }  // this rank's count per epoch
   int64_t total_size() const { return total_size_; }    // summed over ranks
   int64_t seed() const { return seed_; }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  int64_t dataset_size() const { return dataset_size_; }
 
  private:
   int64_t dataset_size_;

@@ -90,54 +90,82 @@ std::optional<std::string> Runner::resume_path() const {
   return latest;
 }
 
-std::string Runner::save(int64_t iter) {
-  const std::string path =
-      (std::filesystem::path(options_.work_dir) / ("iter_" + std::to_string(iter) + ".pth"))
-          .string();
-  strategy_->save_checkpoint(path, {iter, 0});
+std::string Runner::save(const strategy::TrainProgress& progress) {
+  const std::string path = (std::filesystem::path(options_.work_dir) /
+                            ("iter_" + std::to_string(progress.iter) + ".pth"))
+                               .string();
+  strategy_->save_checkpoint(path, progress);
   progress_->note("saved checkpoint " + path);
   return path;
 }
 
-RunResult Runner::train() {
-  RunResult result;
+strategy::TrainProgress Runner::resume_or_load(const data::DefaultSampler& sampler) {
+  strategy::TrainProgress at;
   if (const auto path = resume_path()) {
-    result.start_iter = strategy_->resume(*path).progress.iter;
-    progress_->note("resumed from " + *path + " at iteration " + std::to_string(result.start_iter));
+    at = strategy_->resume(*path).progress;
+    if (!at.epoch_position) {
+      // Saved without its place in the data: as the iteration puts it at
+      // this world size, which is right where the world size is the one
+      // that saved.
+      const int64_t per_epoch =
+          (sampler.num_samples() + options_.batch_size - 1) / options_.batch_size;
+      at.epoch = at.iter / per_epoch;
+      at.epoch_position = at.iter % per_epoch * options_.batch_size * sampler.world_size();
+    }
+    progress_->note("resumed from " + *path + " at iteration " + std::to_string(at.iter) +
+                    ", epoch " + std::to_string(at.epoch) + " after " +
+                    std::to_string(*at.epoch_position) + " samples");
   } else if (options_.load_from) {
     strategy_->load_checkpoint(*options_.load_from);
     progress_->note("loaded the weights of " + *options_.load_from);
   }
+  at.epoch_position = at.epoch_position.value_or(0);
+  return at;
+}
+
+RunResult Runner::train() {
+  data::SamplerOptions sampling;
+  sampling.seed = strategy_->shared_seed();
+  data::DefaultSampler sampler(train_data_->size(), sampling);
+  strategy::TrainProgress at = resume_or_load(sampler);
+  RunResult result;
+  result.start_iter = at.iter;
   auto& model = *parts_->model;
   auto& optim_wrapper = *parts_->optim_wrapper;
   optim_wrapper.initialize_count_status(result.start_iter, options_.max_iters);
 
-  data::SamplerOptions sampling;
-  sampling.seed = strategy_->shared_seed();
-  data::DefaultSampler sampler(train_data_->size(), sampling);
-  const int64_t per_epoch = (sampler.num_samples() + options_.batch_size - 1) / options_.batch_size;
+  // Every iteration takes batch_size positions per rank of the epoch's
+  // sequence; an epoch ends when the sequence is used up. Counting positions
+  // rather than iterations lets a run resume at another world size.
+  const int64_t per_iteration = options_.batch_size * sampler.world_size();
   std::vector<int64_t> indices;
-  int64_t indices_epoch = -1;
+  size_t next = 0;
+  bool indices_current = false;
   model.train();
-  for (int64_t iter = result.start_iter; iter < options_.max_iters; ++iter) {
-    // The position in the epoch follows from the iteration alone, so a
-    // resumed run draws exactly the batches the uninterrupted one would.
-    const int64_t epoch = iter / per_epoch;
-    if (epoch != indices_epoch) {
-      sampler.set_epoch(epoch);
-      indices = sampler.indices();
-      indices_epoch = epoch;
+  for (; at.iter < options_.max_iters; ++at.iter) {
+    if (!indices_current) {
+      sampler.set_epoch(at.epoch);
+      indices = sampler.indices(*at.epoch_position);
+      next = 0;
+      indices_current = true;
     }
     const auto started = std::chrono::steady_clock::now();
-    const auto begin = indices.begin() + (iter % per_epoch) * options_.batch_size;
-    const auto end = std::min(begin + options_.batch_size, indices.end());
-    const auto batch = train_data_->batch({begin, end}, &strategy_->generator());
+    const size_t taken = std::min(indices.size() - next, static_cast<size_t>(options_.batch_size));
+    const auto batch = train_data_->batch({indices.begin() + next, indices.begin() + next + taken},
+                                          &strategy_->generator());
+    next += taken;
     result.last_log = model.train_step(batch, optim_wrapper);
     if (parts_->param_scheduler) parts_->param_scheduler->step();
     result.train_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-    const int64_t done = iter + 1;
+    *at.epoch_position += per_iteration;
+    if (*at.epoch_position >= sampler.dataset_size()) {
+      ++at.epoch;
+      at.epoch_position = 0;
+      indices_current = false;
+    }
+    const int64_t done = at.iter + 1;
     auto summary = scalars(result.last_log);
     summary["lr"] = optim_wrapper.optimizer().param_groups()[0].options().get_lr();
     progress_->update(done, format(summary));
@@ -147,7 +175,7 @@ RunResult Runner::train() {
       model.train();
     }
     if (options_.checkpoint_interval > 0 && done % options_.checkpoint_interval == 0) {
-      result.checkpoints.push_back(save(done));
+      result.checkpoints.push_back(save({done, at.epoch, at.epoch_position}));
     }
   }
   result.metrics = val();
@@ -159,7 +187,8 @@ std::map<std::string, double> Runner::val() {
   model.eval();
   data::SamplerOptions sampling;
   sampling.shuffle = false;
-  sampling.round_up = false;  // every sample counted once
+  // Padded so that every rank runs as many batches: a sharded model's
+  // forward is collective. collect_results drops the padding.
   sampling.seed = 0;
   const auto indices = data::DefaultSampler(val_data_->size(), sampling).indices();
   std::vector<c10::IValue> part;

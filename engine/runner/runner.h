@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data/default_sampler.h"
 #include "engine/model/tensor_dict.h"
 #include "engine/strategy/strategy.h"
 
@@ -73,18 +74,24 @@ class Runner {
   ~Runner();
 
   // Trains to max_iters (from the resumed iteration, if any), validating
-  // and checkpointing on the way; validates at the end.
+  // and checkpointing on the way; validates at the end. A resumed run
+  // continues the epoch from the samples consumed, so at another world size
+  // too no sample of the epoch is taken twice or skipped.
   RunResult train();
-  // Evaluates the val dataset: every rank predicts its share, rank 0
-  // computes the metrics, every rank returns them.
+  // Evaluates the val dataset: every rank predicts its share (as many
+  // batches on every rank, the last padded, since a sharded model's forward
+  // is collective), rank 0 computes the metrics over each sample once, every
+  // rank returns them.
   std::map<std::string, double> val();
 
   strategy::BaseStrategy& strategy() { return *strategy_; }
 
  private:
-  void train_iteration(int64_t iter, RunResult& result);
   std::optional<std::string> resume_path() const;
-  std::string save(int64_t iter);
+  // Resumes (resume_from) or loads weights (load_from), if asked; returns
+  // where training stands, its epoch_position set.
+  strategy::TrainProgress resume_or_load(const data::DefaultSampler& sampler);
+  std::string save(const strategy::TrainProgress& progress);
 
   std::shared_ptr<strategy::BaseStrategy> strategy_;
   std::shared_ptr<Dataset> train_data_, val_data_;

@@ -123,6 +123,7 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
   Dict meta = empty_extra();
   meta.insert("iter", progress.iter);
   meta.insert("epoch", progress.epoch);
+  if (progress.epoch_position) meta.insert("epoch_position", *progress.epoch_position);
   meta.insert("seed", seed_);
   meta.insert("world_size", static_cast<int64_t>(dist::get_world_size()));
   Dict training = empty_extra();
@@ -198,6 +199,8 @@ Resumed BaseStrategy::resume(const std::string& path, const LoadOptions& options
   Resumed out{
       {checkpoint_entry(meta, "iter", path).toInt(), checkpoint_entry(meta, "epoch", path).toInt()},
       checkpoint_entry(content, "extra", path).toGenericDict()};
+  if (meta.contains("epoch_position"))
+    out.progress.epoch_position = meta.at("epoch_position").toInt();
   return out;
 }
 

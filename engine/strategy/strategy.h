@@ -41,6 +41,11 @@ struct EnvOptions {
 struct TrainProgress {
   int64_t iter = 0;
   int64_t epoch = 0;
+  // How many positions of the epoch's sample sequence every rank together
+  // has consumed: where a sampler resumes, at any world size
+  // (DefaultSampler::indices). Absent from checkpoints that did not record
+  // it.
+  std::optional<int64_t> epoch_position;
 };
 
 // What prepare() returns: the model as trained (wrapped or not), the

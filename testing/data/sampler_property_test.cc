@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/data/default_sampler.h"
@@ -146,6 +147,62 @@ HARNESS_PROP(SamplerProperty, InfiniteSamplerRanksShareOneSequenceOfPasses, ()) 
   }
   // A fresh permutation per pass (see the DefaultSampler property for the odds).
   if (options.shuffle && size >= 20 && passes.size() >= 2) RC_ASSERT(passes[0] != passes[1]);
+}
+
+// A run stopped after `consumed` positions of the epoch and resumed at
+// another world size: the new ranks' parts, interleaved, are the rest of the
+// epoch's sequence (as one rank sees it) and then round_up's padding from
+// its start; with what was consumed, every sample exactly once.
+HARNESS_PROP(SamplerProperty, ResumedAtAnyWorldSizeTheEpochContinuesWhereItStopped, ()) {
+  const int64_t size = *rc::gen::inRange<int64_t>(1, 40);
+  const int stopped_world = *rc::gen::inRange(1, 6);
+  const int resumed_world = *rc::gen::inRange(1, 6);
+  const int64_t batch = *rc::gen::inRange<int64_t>(1, 5);
+  // Whole iterations of the stopped run that leave some of the epoch.
+  const int64_t iterations =
+      *rc::gen::inRange<int64_t>(0, (size - 1) / (batch * stopped_world) + 1);
+  const int64_t consumed = iterations * batch * stopped_world;
+  SamplerOptions options;
+  options.shuffle = *rc::gen::arbitrary<bool>();
+  options.seed = *rc::gen::inRange<int64_t>(0, 1000);
+  const int64_t epoch = *rc::gen::inRange<int64_t>(0, 3);
+  RC_TAG(stopped_world, resumed_world);
+  DefaultSampler serial(size, options);
+  serial.set_epoch(epoch);
+  const std::vector<int64_t> sequence = serial.indices();
+  const auto parts = harness::collect_ranks<std::vector<int64_t>>(resumed_world, [&](int) {
+    DefaultSampler sampler(size, options);
+    sampler.set_epoch(epoch);
+    return sampler.indices(consumed);
+  });
+  const std::vector<int64_t> rest = interleaved(parts);
+  const int64_t remaining = size - consumed;
+  const int64_t padded = (remaining + resumed_world - 1) / resumed_world * resumed_world;
+  RC_ASSERT(static_cast<int64_t>(rest.size()) == padded);
+  for (int64_t i = 0; i < padded; ++i) {
+    RC_ASSERT(rest[i] == sequence[(consumed + i) % size]);
+  }
+  std::vector<int64_t> seen(sequence.begin(), sequence.begin() + consumed);
+  seen.insert(seen.end(), rest.begin(), rest.begin() + remaining);
+  std::sort(seen.begin(), seen.end());
+  std::vector<int64_t> identity(size);
+  std::iota(identity.begin(), identity.end(), 0);
+  RC_ASSERT(seen == identity);
+}
+
+TEST(SamplerTest, APositionOutsideTheEpochIsRejected) {
+  SamplerOptions options;
+  options.seed = 7;
+  const DefaultSampler sampler(10, options);
+  EXPECT_EQ(sampler.indices(9), std::vector<int64_t>{sampler.indices()[9]});
+  for (const int64_t consumed : {int64_t{-1}, int64_t{10}, int64_t{11}}) {
+    try {
+      sampler.indices(consumed);
+      ADD_FAILURE() << consumed << " was accepted";
+    } catch (const engine::dist::InvalidArgument& error) {
+      EXPECT_NE(std::string(error.what()).find("[0, 10)"), std::string::npos) << error.what();
+    }
+  }
 }
 
 TEST(SamplerTest, SamplersOnASubgroupTakeItsRankAndSize) {

@@ -19,7 +19,7 @@ namespace {
 using engine::registry::Json;
 
 // Training data that stops the rank (throws Killed) when iteration
-// `crash_at` asks for its batch.
+// `crash_at` asks for its batch, and keeps the indices it served.
 class CrashingData : public examples::Blobs {
  public:
   CrashingData(const examples::BlobsOptions& options, std::optional<int64_t> crash_at,
@@ -28,6 +28,7 @@ class CrashingData : public examples::Blobs {
   engine::model::TensorDict batch(const std::vector<int64_t>& indices,
                                   at::Generator* rng) const override {
     if (rng && crash_at_ && ++served_ == *crash_at_) throw Killed();
+    if (rng) batches_.push_back(at::tensor(indices, at::kLong));
     engine::model::TensorDict out = Blobs::batch(indices, rng);
     if (rng && process_noise_) {  // from the default generator, as most C++ code draws
       at::Tensor& inputs = out.at("inputs");
@@ -35,11 +36,13 @@ class CrashingData : public examples::Blobs {
     }
     return out;
   }
+  const std::vector<at::Tensor>& batches() const { return batches_; }
 
  private:
   std::optional<int64_t> crash_at_;
   bool process_noise_;
   mutable int64_t served_ = 0;
+  mutable std::vector<at::Tensor> batches_;
 };
 
 }  // namespace
@@ -61,7 +64,7 @@ rc::Gen<Case> resume_case(int world_size, const std::string& strategy) {
 Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t> crash_at,
               const std::string& dir, std::optional<std::string> resume_from) {
   engine::strategy::EnvOptions env;
-  env.seed = 11;
+  env.seed = kSeed;
   env.diff_rank_seed = true;  // every rank's generator differs: each must come back
   env.seed_process_generator = c.process_generator;
   std::shared_ptr<engine::strategy::BaseStrategy> strategy;
@@ -86,14 +89,14 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
   }
   strategy->setup_env();
   examples::BlobsOptions data;
-  data.size = 40;
+  data.size = c.dataset_size;
   data.features = 6;
   data.classes = 3;
   data.jitter = 0.3;  // augmentation drawn from the ranks' generators
   auto train_data = std::make_shared<CrashingData>(data, crash_at, c.process_generator);
   engine::runner::RunnerOptions options;
   options.max_iters = c.max_iters;
-  options.batch_size = 4;
+  options.batch_size = kBatchSize;
   options.checkpoint_interval = checkpoint_interval;
   options.work_dir = dir;
   options.resume_from = std::move(resume_from);
@@ -112,20 +115,22 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
           strategy->prepared().model.get())) {
     for (const auto& entry : fsdp->full_parameters()) out.state[entry.first] = entry.second;
   }
+  out.batches = train_data->batches();
   out.next_draw = at::rand({4}, strategy->generator(), at::kDouble);
   if (c.process_generator) out.next_draw = at::cat({out.next_draw, at::rand({4}, at::kDouble)});
   return out;
 }
 
 c10::IValue to_ivalue(const Outcome& outcome) {
-  return c10::ivalue::Tuple::create(
-      {engine::checkpoint::to_dict(outcome.state), outcome.next_draw});
+  return c10::ivalue::Tuple::create({engine::checkpoint::to_dict(outcome.state), outcome.next_draw,
+                                     c10::List<at::Tensor>(outcome.batches)});
 }
 
 void from_ivalue(const c10::IValue& value, Outcome& out) {
   const auto& elements = value.toTupleRef().elements();
   out.state = engine::checkpoint::from_dict(elements[0].toGenericDict());
   out.next_draw = elements[1].toTensor();
+  out.batches = elements[2].toTensorVector();
 }
 
 }  // namespace resume_cases

@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/checkpoint/state_dict.h"
 
@@ -26,6 +27,7 @@ struct Case {
   int64_t stop_at = 1;     // the iteration after which the stopped run dies
   int64_t accumulate = 1;  // accumulative_counts
   int64_t milestone = 1;   // MultiStepLR's
+  int64_t dataset_size = 40;
   // Also seed, draw from and check LibTorch's default CPU generator: only
   // where every rank has a process of its own (simulated ranks share it).
   bool process_generator = false;
@@ -36,12 +38,18 @@ struct Case {
 // where an accumulation group ends (it cannot save inside one yet).
 rc::Gen<Case> resume_case(int world_size, const std::string& strategy = "DDPStrategy");
 
+// Every run's batch size per rank, and the seed every rank's sampler shares.
+constexpr int64_t kBatchSize = 4;
+constexpr int64_t kSeed = 11;
+
 // Everything that must come out bit-identical: the module's parameters and
 // buffers, and the next random draws of the rank's generator (and of the
-// process's default generator with process_generator).
+// process's default generator with process_generator). Also the training
+// samples the rank was served, one tensor of indices per iteration.
 struct Outcome {
   engine::checkpoint::StateDict state;
   at::Tensor next_draw;
+  std::vector<at::Tensor> batches;
 };
 
 // How an Outcome travels between processes (harness::collect_ranks).
