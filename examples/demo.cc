@@ -12,6 +12,7 @@
 #include "engine/dist/flight.h"
 #include "engine/flight/chrome_trace.h"
 #include "engine/io/atomic_file.h"
+#include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "examples/classifier.h"
 #include "examples/cnn.h"
 #include "examples/fashion_mnist.h"
@@ -39,10 +40,17 @@ engine::runner::RunnerOptions runner_options(const Json& train, const DemoOverri
   return options;
 }
 
-// The flattened parameters of rank 0 compared on every rank, bit for bit.
-void check_identical_parameters(engine::model::BaseModel& model, bool quiet) {
+// The flattened parameters of rank 0 compared on every rank, bit for bit:
+// whole ones, gathered from the shards where the model is sharded.
+void check_identical_parameters(engine::strategy::BaseStrategy& strategy, bool quiet) {
   std::vector<at::Tensor> flat;
-  for (const auto& parameter : model.parameters()) flat.push_back(parameter.detach().reshape(-1));
+  engine::model::BaseModel& model = strategy.module();
+  if (auto* sharded = dynamic_cast<engine::model::MMFullyShardedDataParallel*>(
+          strategy.prepared().model.get())) {
+    for (const auto& entry : sharded->full_parameters()) flat.push_back(entry.second.reshape(-1));
+  } else {
+    for (const auto& parameter : model.parameters()) flat.push_back(parameter.detach().reshape(-1));
+  }
   for (const auto& buffer : model.buffers())
     flat.push_back(buffer.detach().reshape(-1).to(at::kFloat));
   at::Tensor mine = at::cat(flat);
@@ -159,7 +167,7 @@ engine::runner::RunResult run_demo(const Json& config, const DemoOverrides& over
   engine::runner::Runner runner(strategy, model, optim_wrapper, scheduler, train_set, val_set,
                                 accuracy, options);
   auto result = runner.train();
-  check_identical_parameters(strategy->module(), overrides.quiet);
+  check_identical_parameters(*strategy, overrides.quiet);
   if (overrides.trace_path) write_trace(*overrides.trace_path);
   return result;
 }

@@ -10,6 +10,7 @@
 
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
+#include "engine/model/batch_norm.h"
 #include "engine/model/wrappers/wrapper_registry.h"
 #include "engine/optim/optimizer_state.h"
 
@@ -68,10 +69,13 @@ StateDictType parse_state_dict_type(const std::string& name) {
 }
 
 FSDPStrategy::FSDPStrategy(EnvOptions env, FSDPStrategyOptions options)
-    : BaseStrategy(std::move(env)), options_(std::move(options)) {}
+    : BaseStrategy(std::move(env)), options_(std::move(options)) {
+  check_sync_bn(options_.sync_bn, kStrategy);
+}
 
 std::shared_ptr<model::BaseModel> FSDPStrategy::wrap_model(
     std::shared_ptr<model::BaseModel> model) {
+  if (options_.sync_bn) model::convert_sync_batchnorm(*model);
   auto wrapped = model::model_wrappers().build(options_.model_wrapper, std::move(model),
                                                "MMFullyShardedDataParallel");
   if (!dynamic_cast<model::MMFullyShardedDataParallel*>(wrapped.get())) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "engine/checkpoint/sharded/sharded_checkpoint.h"
@@ -26,6 +27,10 @@ struct FSDPStrategyOptions {
   // (this strategy accepts it and MMZeroDataParallel, which derives from it).
   registry::Json model_wrapper = registry::Json::object();
   StateDictType state_dict_type = StateDictType::kSharded;
+  // "torch": convert the engine's BatchNorm layers to synchronised ones
+  // before wrapping, as DDPStrategy does. (mmengine's FSDPStrategy takes
+  // the key from DDPStrategy and ignores it.)
+  std::optional<std::string> sync_bn;
 };
 
 // mmengine's FSDPStrategy. prepare() wraps the model, then builds the

@@ -86,14 +86,19 @@ std::shared_ptr<model::BaseModel> SingleDeviceStrategy::wrap_model(
   return model;
 }
 
+void check_sync_bn(const std::optional<std::string>& sync_bn, const std::string& strategy) {
+  if (sync_bn && *sync_bn != "torch") {
+    throw registry::ConfigError(
+        dist::on_rank(dist::get_rank(), strategy +
+                                            ": key \"sync_bn\" must be \"torch\" (the engine's "
+                                            "SyncBatchNorm), not \"" +
+                                            *sync_bn + "\""));
+  }
+}
+
 DDPStrategy::DDPStrategy(EnvOptions env, DDPStrategyOptions options)
     : BaseStrategy(std::move(env)), options_(std::move(options)) {
-  if (options_.sync_bn && *options_.sync_bn != "torch") {
-    throw registry::ConfigError(dist::on_rank(dist::get_rank(),
-                                              "DDPStrategy: key \"sync_bn\" must be \"torch\" "
-                                              "(the engine's SyncBatchNorm), not \"" +
-                                                  *options_.sync_bn + "\""));
-  }
+  check_sync_bn(options_.sync_bn, "DDPStrategy");
 }
 
 std::shared_ptr<model::BaseModel> DDPStrategy::wrap_model(std::shared_ptr<model::BaseModel> model) {

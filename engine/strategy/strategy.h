@@ -187,6 +187,10 @@ struct DDPStrategyOptions {
   std::optional<std::string> sync_bn;
 };
 
+// sync_bn as DDPStrategy and FSDPStrategy take it: absent, or "torch" (the
+// engine's SyncBatchNorm); anything else is a ConfigError naming `strategy`.
+void check_sync_bn(const std::optional<std::string>& sync_bn, const std::string& strategy);
+
 // Wraps the model, moved first to the device the default group's
 // collectives take (the rank's GPU on nccl, the CPU on gloo and mpi), in
 // model_wrapper.
@@ -205,7 +209,7 @@ class DDPStrategy : public BaseStrategy {
 // (fsdp_strategy.h) and ZeroStrategy (zero_strategy.h). Keys: launcher,
 // backend, timeout_s, seed, diff_rank_seed, deterministic,
 // seed_process_generator; DDPStrategy also model_wrapper and sync_bn;
-// FSDPStrategy model_wrapper and state_dict_type; ZeroStrategy stage,
+// FSDPStrategy model_wrapper, sync_bn and state_dict_type; ZeroStrategy stage,
 // reduce_bucket_size, overlap_comm, contiguous_gradients and
 // state_dict_type.
 using StrategyRegistry = registry::Registry<std::shared_ptr<BaseStrategy>>;

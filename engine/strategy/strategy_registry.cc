@@ -39,6 +39,7 @@ void add_builtin_strategies(StrategyRegistry& registry) {
     EnvOptions env = env_options(config);
     FSDPStrategyOptions options;
     options.model_wrapper = config.get("model_wrapper", options.model_wrapper);
+    options.sync_bn = config.get_optional<std::string>("sync_bn");
     if (const auto type = config.get_optional<std::string>("state_dict_type")) {
       options.state_dict_type = parse_state_dict_type(*type);
     }

@@ -57,7 +57,11 @@ TEST(StrategyRegistryTest, ConfigMistakesAreNamed) {
   EXPECT_NE(error_of({{"type", "DDPStrategy"}, {"find_unused_parameters", true}})
                 .find("STRATEGIES (DDPStrategy) has unknown key(s) find_unused_parameters"),
             std::string::npos);
-  EXPECT_NE(error_of({{"type", "DDPStrategy"}, {"sync_bn", "mmcv"}}).find("\"sync_bn\" must be"),
+  EXPECT_NE(error_of({{"type", "DDPStrategy"}, {"sync_bn", "mmcv"}})
+                .find("DDPStrategy: key \"sync_bn\" must be"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"type", "FSDPStrategy"}, {"sync_bn", "mmcv"}})
+                .find("FSDPStrategy: key \"sync_bn\" must be"),
             std::string::npos);
   EXPECT_NE(error_of({{"type", "SingleDeviceStrategy"}, {"seed", "7"}})
                 .find("key \"seed\" must be an integer, not string"),
@@ -102,6 +106,21 @@ TEST(StrategyTest, DdpPrepareWrapsOnceWithMmengineDefaultsAndConvertsBatchNorm) 
     auto* norm = model->named_modules()["norm"]->as<engine::model::BatchNormImpl>();
     ASSERT_NE(norm, nullptr);
     EXPECT_TRUE(norm->is_sync());
+  });
+}
+
+TEST(StrategyTest, FsdpConvertsBatchNormOnlyWhenAsked) {
+  harness::run_ranks(2, [](int) {
+    for (const bool sync : {false, true}) {
+      Json config = {{"type", "FSDPStrategy"}, {"seed_process_generator", false}};
+      if (sync) config["sync_bn"] = "torch";
+      auto strategy = strategies().build(config);
+      auto model = small_model(1);
+      strategy->prepare(model, kOptim);
+      auto* norm = model->named_modules()["norm"]->as<engine::model::BatchNormImpl>();
+      ASSERT_NE(norm, nullptr);
+      EXPECT_EQ(norm->is_sync(), sync);
+    }
   });
 }
 

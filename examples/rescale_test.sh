@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# A job that loses ranks and goes on with fewer. The demo on 4 gloo processes
+# under engine-launch, 60 iterations with a checkpoint every 10, its last rank
+# killed (SIGKILL) as it draws a batch picked by SEED after the first
+# checkpoint; then the same work folder resumed (--resume auto) on 2
+# processes. The resumed run must start from the newest checkpoint at the
+# place in the data that 4 ranks reached (epoch and samples consumed, which
+# 2 ranks then go on from), end with parameters identical on both ranks and
+# still learn. STRATEGY, if given, replaces the config's strategy (JSON).
+#   rescale_test.sh TRAIN CONFIG ENGINE_LAUNCH SEED [STRATEGY]
+set -euo pipefail
+train=$1 config=$2 launch=$3 seed=$4 strategy=${5:-}
+work="${TEST_TMPDIR:-$(mktemp -d)}/rescale"
+rm -rf "$work" && mkdir -p "$work"
+if [[ -n $strategy ]]; then
+  python3 -c 'import json, sys
+config = json.load(open(sys.argv[1]))
+config["strategy"] = json.loads(sys.argv[2])
+json.dump(config, open(sys.argv[3], "w"))' "$config" "$strategy" "$work/config.json"
+  config=$work/config.json
+fi
+batch=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["train"]["batch_size"])' "$config")
+size=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["train_data"]["size"])' "$config")
+RANDOM=$seed
+kill_at=$((11 + RANDOM % 49))  # a batch of iterations 11-59
+run() {  # PROCESSES [FLAGS...]
+  local processes=$1
+  shift
+  timeout 300 "$launch" --nproc-per-node "$processes" "$train" --config "$config" \
+    --launcher pytorch --backend gloo --iters 60 --checkpoint-interval 10 --resume auto \
+    --work-dir "$work/run" "$@" 2>&1 | tr '\r' '\n'
+}
+expect() {
+  grep -q -- "$1" <<<"$2" || { echo "$2"; echo "FAIL: expected \"$1\""; exit 1; }
+}
+
+killed=$(run 4 --fail-after-batches "$kill_at" || true)
+expect "rank 3 was killed by signal 9" "$killed"
+saved=$(((kill_at - 1) / 10 * 10))
+consumed=$((saved * 4 * batch))
+resumed=$(run 2)
+echo "$resumed"
+expect "resumed from $work/run/iter_$saved.pth at iteration $saved, epoch $((consumed / size)) after $((consumed % size)) samples" "$resumed"
+expect "parameters and buffers identical on all 2 ranks" "$resumed"
+# FSDPStrategy writes sharded checkpoints (a folder), which 2 ranks reshard.
+if [[ $strategy == *FSDPStrategy* ]]; then
+  [[ -d $work/run/iter_$saved.pth ]] || { echo "FAIL: iter_$saved.pth is not sharded"; exit 1; }
+fi
+accuracy=$(grep -o 'final val accuracy [0-9.]*' <<<"$resumed" | grep -o '[0-9.]*$')
+python3 -c "import sys; sys.exit(0 if float('$accuracy') >= 0.8 else 1)" ||
+  { echo "FAIL: accuracy $accuracy after resuming on 2 ranks"; exit 1; }
+echo "PASS: killed at batch $kill_at on 4 ranks, resumed from iteration $saved on 2, accuracy $accuracy"
