@@ -34,8 +34,8 @@ struct Case {
 };
 
 // Cases for `world_size` ranks: 3-15 iterations, a stop anywhere before the
-// end, accumulation 1-2, the milestone anywhere. FSDPStrategy stops only
-// where an accumulation group ends (it cannot save inside one yet).
+// end (inside an accumulation group too), accumulation 1-2, the milestone
+// anywhere.
 rc::Gen<Case> resume_case(int world_size, const std::string& strategy = "DDPStrategy");
 
 // Every run's batch size per rank, and the seed every rank's sampler shares.

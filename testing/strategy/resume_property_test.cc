@@ -1,6 +1,7 @@
-// A run killed after a checkpoint and resumed ends bit-identical to one that
-// never stopped: parameters, buffers and each rank's next random draw, under
-// DDPStrategy (one checkpoint file) and FSDPStrategy (sharded checkpoints).
+// A run killed and resumed, once or several times, ends bit-identical to one
+// that never stopped: parameters, buffers and each rank's next random draw,
+// under DDPStrategy (one checkpoint file), FSDPStrategy and ZeroStrategy
+// (sharded checkpoints).
 // Resumed at another world size, it starts from the saved state and goes on
 // through the data where it stopped.
 #include <ATen/ATen.h>
@@ -30,28 +31,48 @@ std::string work_dir(const std::string& name) {
 
 // In processes the process-wide default generator is each rank's own: the
 // runs draw from it too, and it must come back as well.
-HARNESS_PROP(ResumeProperty, AStoppedAndResumedRunEndsBitIdenticalToAnUninterruptedOne, ()) {
+// A crash plan: the batches of the run (1-based, counted over all its
+// attempts) at which every rank dies; one to three of them.
+std::vector<int64_t> crash_plan(int64_t max_iters) {
+  auto plan = *rc::gen::container<std::vector<int64_t>>(
+      *rc::gen::inRange<size_t>(1, 4), rc::gen::inRange<int64_t>(1, max_iters + 1));
+  std::sort(plan.begin(), plan.end());
+  plan.erase(std::unique(plan.begin(), plan.end()), plan.end());
+  return plan;
+}
+
+// Killed by a plan of crashes anywhere (before the first checkpoint, inside
+// an accumulation group, twice between two checkpoints), each attempt
+// resuming from the newest checkpoint ("auto"), a run ends bit-identical to
+// one that never stopped.
+HARNESS_PROP(ResumeProperty, ARunCrashedAndResumedAnyNumberOfTimesEndsBitIdentical, ()) {
   const std::string strategy =
       *rc::gen::element<std::string>("DDPStrategy", "FSDPStrategy", "ZeroStrategy");
   Case c =
       *resume_cases::resume_case(*rc::gen::inRange(1, harness::max_world_size(4) + 1), strategy);
   c.process_generator = harness::process_mode();
-  RC_TAG(c.strategy, c.zero_stage, c.world_size);
+  const int64_t interval = *rc::gen::inRange<int64_t>(1, 4);
+  const std::vector<int64_t> plan = crash_plan(c.max_iters);
+  RC_TAG(c.strategy, c.zero_stage, c.world_size, plan.size());
   const auto straight_dir = work_dir("straight");
   const auto stopped_dir = work_dir("stopped");
   const auto straight = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
     return resume_cases::train(c, 0, std::nullopt, straight_dir, std::nullopt);
   });
-  try {
-    harness::run_ranks(c.world_size, [&](int) {
-      resume_cases::train(c, c.stop_at, c.stop_at + 1, stopped_dir, std::nullopt);
-    });
-    RC_FAIL("the stopped run was not killed");
-  } catch (const std::runtime_error& error) {  // in processes it arrives as the message
-    RC_ASSERT(std::string(error.what()).find(resume_cases::kKilled) != std::string::npos);
+  int64_t resumed_at = 0;  // the newest checkpoint's iteration
+  for (const int64_t crash : plan) {
+    try {
+      harness::run_ranks(c.world_size, [&](int) {
+        resume_cases::train(c, interval, crash - resumed_at, stopped_dir, std::string("auto"));
+      });
+      RC_FAIL("the attempt was not killed at batch " + std::to_string(crash));
+    } catch (const std::runtime_error& error) {  // in processes it arrives as the message
+      RC_ASSERT(std::string(error.what()).find(resume_cases::kKilled) != std::string::npos);
+    }
+    resumed_at = (crash - 1) / interval * interval;
   }
   const auto resumed = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
-    return resume_cases::train(c, 0, std::nullopt, stopped_dir, std::string("auto"));
+    return resume_cases::train(c, interval, std::nullopt, stopped_dir, std::string("auto"));
   });
   for (int rank = 0; rank < c.world_size; ++rank) {
     for (const auto& entry : straight[rank].state) {
