@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/file.h"
 #include "testing/harness.h"
 #include "testing/property.h"
 #include "testing/strategy/resume_cases.h"
@@ -190,6 +191,44 @@ HARNESS_PROP(ResumeProperty, ResumedAtAnotherWorldSizeARunGoesOnFromWhereItStopp
   RC_ASSERT(static_cast<int64_t>(after[0].batches.size()) == c.max_iters - c.stop_at);
   for (size_t i = 0; i < after[0].batches.size(); ++i) {
     RC_ASSERT(global_batch(after, i) == data.next(resumed_world));
+  }
+}
+
+// A checkpoint that does not say where the data stood (an older engine's, or
+// one a caller saved with its own progress) resumes where its iteration puts
+// it at the world size that resumes: at the one that saved, exactly.
+TEST(ResumeTest, ACheckpointWithoutItsPlaceInTheDataResumesByItsIteration) {
+  Case c;
+  c.world_size = 2;
+  c.max_iters = 8;  // 40 samples, 8 per iteration: epoch 1 begins at iteration 5
+  const auto dir = work_dir("positionless");
+  const auto straight = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
+    return resume_cases::train(c, 0, std::nullopt, work_dir("straight"), std::nullopt);
+  });
+  Case stopped = c;
+  stopped.max_iters = 6;
+  harness::run_ranks(c.world_size, [&](int) {
+    resume_cases::train(stopped, stopped.max_iters, std::nullopt, dir, std::nullopt);
+  });
+  const std::string path = dir + "/iter_6.pth";
+  harness::once_for_all_processes([&] {
+    auto content = engine::checkpoint::load_file(path).toGenericDict();
+    auto meta = content.at("meta").toGenericDict();
+    ASSERT_EQ(meta.at("epoch_position").toInt(), 8);
+    meta.erase("epoch_position");
+    engine::checkpoint::save_file(path, content);
+  });
+  const auto resumed = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
+    return resume_cases::train(c, 0, std::nullopt, dir, std::string("auto"));
+  });
+  for (int rank = 0; rank < c.world_size; ++rank) {
+    ASSERT_EQ(resumed[rank].batches.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_TRUE(at::equal(resumed[rank].batches[i], straight[rank].batches[6 + i])) << i;
+    }
+    for (const auto& entry : straight[rank].state) {
+      EXPECT_TRUE(same_bits(entry.second, resumed[rank].state.at(entry.first))) << entry.first;
+    }
   }
 }
 
