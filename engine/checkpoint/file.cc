@@ -10,6 +10,8 @@
 #include <fstream>
 #include <string_view>
 
+#include "engine/dist/info.h"
+#include "engine/dist/objects.h"
 #include "engine/dist/pickle.h"
 #include "engine/io/atomic_file.h"
 
@@ -191,6 +193,26 @@ c10::IValue load_file(const std::string& path) {
   const std::string_view payload = file.substr(0, payload_size);
   check_envelope(path, envelope, payload_size, payload);
   return unpickled(path, bytes, file);
+}
+
+void on_first_rank_for_all(const std::function<void()>& write, const std::string& what) {
+  std::string failure;
+  if (dist::get_rank() == 0) {
+    try {
+      write();
+    } catch (const std::exception& error) {
+      failure = error.what();
+    }
+  }
+  if (dist::is_distributed()) {
+    std::vector<c10::IValue> outcome{failure};
+    dist::broadcast_object_list(outcome, 0);
+    failure = outcome[0].toStringRef();
+  }
+  if (!failure.empty()) {
+    throw CheckpointError(
+        dist::on_rank(dist::get_rank(), "rank 0 could not " + what + ": " + failure));
+  }
 }
 
 }  // namespace engine::checkpoint

@@ -2,6 +2,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <functional>
 #include <string>
 
 #include "engine/dist/errors.h"
@@ -36,5 +37,10 @@ void save_file(const std::string& path, const c10::IValue& content,
 // Reads and verifies a file written by save_file (or by version 1 of it), or
 // reads a torch.save file.
 c10::IValue load_file(const std::string& path);
+
+// Collective over the default group (alone when not distributed): rank 0
+// runs `write`, and every rank throws the same CheckpointError ("rank 0
+// could not <what>: <its error>") if it threw.
+void on_first_rank_for_all(const std::function<void()>& write, const std::string& what);
 
 }  // namespace engine::checkpoint

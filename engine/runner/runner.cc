@@ -12,6 +12,7 @@
 
 #include "engine/data/default_sampler.h"
 #include "engine/dist/dist.h"
+#include "engine/registry/config.h"
 #include "engine/runner/progress.h"
 
 namespace engine::runner {
@@ -69,6 +70,25 @@ Runner::Runner(std::shared_ptr<strategy::BaseStrategy> strategy,
       options_(std::move(options)) {
   parts_ = &strategy_->prepare(std::move(model), optim_wrapper, param_scheduler);
   progress_ = std::make_unique<Progress>(options_.max_iters, options_.log_interval, options_.quiet);
+  if (options_.snapshot_interval < 0) {
+    throw registry::ConfigError(
+        dist::on_rank(dist::get_rank(), "train.snapshot_interval is " +
+                                            std::to_string(options_.snapshot_interval) +
+                                            "; it must be 0 (no snapshots) or more"));
+  }
+  if (options_.snapshot_interval > 0) {
+    const auto folder =
+        options_.snapshot_dir ? options_.snapshot_dir : snapshot::folder_from_environment();
+    if (!folder) {
+      throw registry::ConfigError(dist::on_rank(
+          dist::get_rank(),
+          "train.snapshot_interval " + std::to_string(options_.snapshot_interval) +
+              " needs a folder for the snapshots: run under engine-launch on one node (it sets "
+              "DIST_ENGINE_SNAPSHOT_DIR) or give snapshot_dir"));
+    }
+    snapshots_.emplace(*folder, options_.snapshot_file_system ? *options_.snapshot_file_system
+                                                              : io::posix_file_system());
+  }
 }
 
 Runner::~Runner() = default;
@@ -78,14 +98,19 @@ std::optional<std::string> Runner::resume_path() const {
   const std::regex name("iter_([0-9]+)\\.pth");
   std::optional<std::string> latest;
   int64_t latest_iter = -1;
-  if (!std::filesystem::is_directory(options_.work_dir)) return std::nullopt;
-  for (const auto& file : std::filesystem::directory_iterator(options_.work_dir)) {
-    std::smatch match;
-    const std::string filename = file.path().filename().string();
-    if (std::regex_match(filename, match, name) && std::stoll(match[1]) > latest_iter) {
-      latest_iter = std::stoll(match[1]);
-      latest = file.path().string();
+  if (std::filesystem::is_directory(options_.work_dir)) {
+    for (const auto& file : std::filesystem::directory_iterator(options_.work_dir)) {
+      std::smatch match;
+      const std::string filename = file.path().filename().string();
+      if (std::regex_match(filename, match, name) && std::stoll(match[1]) > latest_iter) {
+        latest_iter = std::stoll(match[1]);
+        latest = file.path().string();
+      }
     }
+  }
+  if (const auto snapshot = snapshots_ ? snapshots_->newest() : std::nullopt;
+      snapshot && snapshot->iter > latest_iter) {
+    latest = snapshot->path;
   }
   return latest;
 }
@@ -176,6 +201,13 @@ RunResult Runner::train() {
     }
     if (options_.checkpoint_interval > 0 && done % options_.checkpoint_interval == 0) {
       result.checkpoints.push_back(save({done, at.epoch, at.epoch_position}));
+    } else if (snapshots_ && done % options_.snapshot_interval == 0 && done < options_.max_iters) {
+      const auto snapshot_started = std::chrono::steady_clock::now();
+      snapshots_->take(*strategy_, {done, at.epoch, at.epoch_position});
+      ++result.snapshots;
+      result.snapshot_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - snapshot_started)
+              .count();
     }
   }
   result.metrics = val();

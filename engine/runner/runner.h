@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "engine/data/default_sampler.h"
+#include "engine/io/file_system.h"
 #include "engine/model/tensor_dict.h"
+#include "engine/snapshot/snapshots.h"
 #include "engine/strategy/strategy.h"
 
 // A small iteration-based runner after mmengine's Runner with
@@ -43,10 +45,24 @@ struct RunnerOptions {
   int64_t batch_size = 16;          // per rank
   int64_t val_interval = 0;         // 0: validate only at the end
   int64_t checkpoint_interval = 0;  // 0: no checkpoints
+  // Every this many iterations, a snapshot of the whole training state in
+  // memory (engine/snapshot/snapshots.h) where no checkpoint was written;
+  // 0: none. A job restarted with resume_from "auto" then loses fewer
+  // iterations than this.
+  int64_t snapshot_interval = 0;
+  // Where the snapshots go: a folder every rank shares that outlives the
+  // ranks' processes. Absent: DIST_ENGINE_SNAPSHOT_DIR, which engine-launch
+  // sets for a job on one node; without either, a snapshot_interval is a
+  // ConfigError.
+  std::optional<std::string> snapshot_dir;
+  // Where snapshot commit markers are written (tests crash it); null: the
+  // process's file system.
+  io::FileSystem* snapshot_file_system = nullptr;
   int64_t log_interval = 10;
   std::string work_dir = "work_dirs/run";
-  // A checkpoint to resume from; "auto": the latest iter_N.pth in work_dir
-  // (none: start afresh).
+  // A checkpoint to resume from; "auto": the newest state saved for this
+  // run, the latest iter_N.pth in work_dir or the committed snapshot,
+  // whichever is further on (none: start afresh).
   std::optional<std::string> resume_from;
   // A checkpoint whose model weights start a run that does not resume
   // (mmengine's load_from): the engine's or a torch.save file with a
@@ -63,6 +79,9 @@ struct RunResult {
   // Wall time in training iterations (the batch, train_step, the scheduler),
   // without validation and checkpoints: what a time per iteration divides.
   double train_seconds = 0;
+  // Snapshots taken by this run, and the wall time they took.
+  int64_t snapshots = 0;
+  double snapshot_seconds = 0;
 };
 
 class Runner {
@@ -99,6 +118,7 @@ class Runner {
   RunnerOptions options_;
   const strategy::Prepared* parts_ = nullptr;
   std::unique_ptr<Progress> progress_;
+  std::optional<snapshot::Snapshots> snapshots_;
 };
 
 }  // namespace engine::runner

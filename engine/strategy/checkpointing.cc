@@ -41,27 +41,6 @@ Dict pending_gradients(torch::nn::Module& module, const optim::OptimWrapper& wra
   return out;
 }
 
-// Rank 0 runs `write`; every rank learns its outcome.
-void on_first_rank_for_all(const std::function<void()>& write) {
-  std::string failure;
-  if (dist::get_rank() == 0) {
-    try {
-      write();
-    } catch (const std::exception& error) {
-      failure = error.what();
-    }
-  }
-  if (dist::is_distributed()) {
-    std::vector<c10::IValue> outcome{failure};
-    dist::broadcast_object_list(outcome, 0);
-    failure = outcome[0].toStringRef();
-  }
-  if (!failure.empty()) {
-    throw checkpoint::CheckpointError(
-        dist::on_rank(dist::get_rank(), "rank 0 could not save the checkpoint: " + failure));
-  }
-}
-
 }  // namespace
 
 Dict BaseStrategy::rng_states() {
@@ -145,11 +124,13 @@ void BaseStrategy::write_checkpoint(const std::string& path, Dict training) {
 void BaseStrategy::write_single_file(const std::string& path, Dict training,
                                      const std::function<checkpoint::StateDict()>& model_state,
                                      const std::function<at::Tensor()>& optimizer_bytes) {
-  on_first_rank_for_all([&] {
-    training.insert("state_dict", checkpoint::to_dict(model_state()));
-    training.insert("optimizer", optimizer_bytes());
-    checkpoint::save_file(path, training);
-  });
+  checkpoint::on_first_rank_for_all(
+      [&] {
+        training.insert("state_dict", checkpoint::to_dict(model_state()));
+        training.insert("optimizer", optimizer_bytes());
+        checkpoint::save_file(path, training);
+      },
+      "save the checkpoint");
 }
 
 Dict BaseStrategy::read_single_file(const std::string& path) {

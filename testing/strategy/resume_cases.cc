@@ -7,6 +7,7 @@
 
 #include "engine/checkpoint/state_dict.h"
 #include "engine/dist/dist.h"
+#include "engine/io/file_system.h"
 #include "engine/model/batch_norm.h"
 #include "engine/runner/runner.h"
 #include "engine/strategy/fsdp_strategy.h"
@@ -45,6 +46,33 @@ class CrashingData : public examples::Blobs {
   mutable std::vector<at::Tensor> batches_;
 };
 
+// The process's file system, but the `crash_at`-th rename (a snapshot's
+// commit) throws Killed instead.
+class CrashingCommits : public engine::io::FileSystem {
+ public:
+  explicit CrashingCommits(std::optional<int64_t> crash_at) : crash_at_(crash_at) {}
+  int create_directories(const std::string& folder) override {
+    return posix().create_directories(folder);
+  }
+  int open_for_write(const std::string& path, int& handle) override {
+    return posix().open_for_write(path, handle);
+  }
+  int write(int handle, std::string_view data) override { return posix().write(handle, data); }
+  int sync(int handle) override { return posix().sync(handle); }
+  int close(int handle) override { return posix().close(handle); }
+  int rename(const std::string& from, const std::string& to) override {
+    if (crash_at_ && ++renames_ == *crash_at_) throw Killed();
+    return posix().rename(from, to);
+  }
+  int remove(const std::string& path) override { return posix().remove(path); }
+  int sync_folder(const std::string& folder) override { return posix().sync_folder(folder); }
+
+ private:
+  static engine::io::FileSystem& posix() { return engine::io::posix_file_system(); }
+  std::optional<int64_t> crash_at_;
+  int64_t renames_ = 0;
+};
+
 }  // namespace
 
 rc::Gen<Case> resume_case(int world_size, const std::string& strategy) {
@@ -62,7 +90,8 @@ rc::Gen<Case> resume_case(int world_size, const std::string& strategy) {
 }
 
 Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t> crash_at,
-              const std::string& dir, std::optional<std::string> resume_from) {
+              const std::string& dir, std::optional<std::string> resume_from,
+              const Snapshotting& snapshots) {
   engine::strategy::EnvOptions env;
   env.seed = kSeed;
   env.diff_rank_seed = true;  // every rank's generator differs: each must come back
@@ -99,6 +128,10 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
   options.batch_size = kBatchSize;
   options.checkpoint_interval = checkpoint_interval;
   options.work_dir = dir;
+  CrashingCommits commits(snapshots.crash_at_commit);
+  options.snapshot_interval = snapshots.interval;
+  if (snapshots.interval > 0) options.snapshot_dir = snapshots.dir;
+  options.snapshot_file_system = &commits;
   options.resume_from = std::move(resume_from);
   options.quiet = true;
   const Json optim = {{"optimizer", {{"type", "SGD"}, {"lr", 0.1}, {"momentum", 0.9}}},

@@ -63,11 +63,20 @@ struct Killed : std::runtime_error {
   Killed() : std::runtime_error(kKilled) {}
 };
 
+// In-memory snapshots (RunnerOptions::snapshot_interval) into `dir`, the
+// commit of the `crash_at_commit`-th (1-based) throwing Killed on rank 0.
+struct Snapshotting {
+  int64_t interval = 0;
+  std::string dir;
+  std::optional<int64_t> crash_at_commit;
+};
+
 // One rank's run to c.max_iters, from `resume_from` if given ("auto": the
-// latest checkpoint in `dir`), checkpointing every `checkpoint_interval`
-// iterations (0: never), throwing Killed when iteration `crash_at` (1-based)
-// asks for its batch.
+// newest checkpoint in `dir` or snapshot), checkpointing every
+// `checkpoint_interval` iterations (0: never), throwing Killed when
+// iteration `crash_at` (1-based) asks for its batch.
 Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t> crash_at,
-              const std::string& dir, std::optional<std::string> resume_from);
+              const std::string& dir, std::optional<std::string> resume_from,
+              const Snapshotting& snapshots = {});
 
 }  // namespace resume_cases

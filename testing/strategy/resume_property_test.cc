@@ -30,52 +30,100 @@ std::string work_dir(const std::string& name) {
   return dir.string();
 }
 
-// In processes the process-wide default generator is each rank's own: the
-// runs draw from it too, and it must come back as well.
-// A crash plan: the batches of the run (1-based, counted over all its
-// attempts) at which every rank dies; one to three of them.
-std::vector<int64_t> crash_plan(int64_t max_iters) {
-  auto plan = *rc::gen::container<std::vector<int64_t>>(
-      *rc::gen::inRange<size_t>(1, 4), rc::gen::inRange<int64_t>(1, max_iters + 1));
-  std::sort(plan.begin(), plan.end());
-  plan.erase(std::unique(plan.begin(), plan.end()), plan.end());
+// How often a run saves its state: a checkpoint every `checkpoint` and a
+// snapshot every `snapshot` iterations (0: never), no snapshot where a
+// checkpoint was written nor after the last iteration.
+struct Saving {
+  int64_t checkpoint = 0;
+  int64_t snapshot = 0;
+  int64_t max_iters = 0;
+
+  static bool every(int64_t interval, int64_t done) {
+    return interval > 0 && done > 0 && done % interval == 0;
+  }
+  bool snapshot_after(int64_t done) const {
+    return every(snapshot, done) && !every(checkpoint, done) && done < max_iters;
+  }
+  // The iteration of the newest state saved once `done` iterations ran.
+  int64_t newest(int64_t done) const {
+    int64_t at = 0;
+    for (int64_t i = 1; i <= done; ++i) {
+      if (every(checkpoint, i) || snapshot_after(i)) at = i;
+    }
+    return at;
+  }
+};
+
+// One crash: after `done` iterations (counted over all of a run's attempts),
+// as the next batch is drawn or, where a snapshot is taken then, as it is
+// committed.
+struct Crash {
+  int64_t done = 0;
+  bool in_commit = false;
+};
+
+// A crash plan: one to three crashes, in order.
+std::vector<Crash> crash_plan(const Saving& saving) {
+  auto points = *rc::gen::container<std::vector<int64_t>>(
+      *rc::gen::inRange<size_t>(1, 4), rc::gen::inRange<int64_t>(0, saving.max_iters));
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end()), points.end());
+  std::vector<Crash> plan;
+  for (const int64_t done : points) {
+    plan.push_back({done, saving.snapshot_after(done) && *rc::gen::arbitrary<bool>()});
+  }
   return plan;
 }
 
 // Killed by a plan of crashes anywhere (before the first checkpoint, inside
-// an accumulation group, twice between two checkpoints), each attempt
-// resuming from the newest checkpoint ("auto"), a run ends bit-identical to
-// one that never stopped.
+// an accumulation group, twice between two checkpoints, while a snapshot is
+// committed), each attempt resuming from the newest checkpoint or committed
+// snapshot ("auto"), a run ends bit-identical to one that never stopped, and
+// its last attempt starts from the newest state saved.
 HARNESS_PROP(ResumeProperty, ARunCrashedAndResumedAnyNumberOfTimesEndsBitIdentical, ()) {
   const std::string strategy =
       *rc::gen::element<std::string>("DDPStrategy", "FSDPStrategy", "ZeroStrategy");
   Case c =
       *resume_cases::resume_case(*rc::gen::inRange(1, harness::max_world_size(4) + 1), strategy);
   c.process_generator = harness::process_mode();
-  const int64_t interval = *rc::gen::inRange<int64_t>(1, 4);
-  const std::vector<int64_t> plan = crash_plan(c.max_iters);
-  RC_TAG(c.strategy, c.zero_stage, c.world_size, plan.size());
+  const Saving saving{*rc::gen::inRange<int64_t>(0, 5), *rc::gen::inRange<int64_t>(0, 4),
+                      c.max_iters};
+  const std::vector<Crash> plan = crash_plan(saving);
+  RC_TAG(c.strategy, c.zero_stage, c.world_size, plan.size(), saving.snapshot > 0);
   const auto straight_dir = work_dir("straight");
   const auto stopped_dir = work_dir("stopped");
+  const resume_cases::Snapshotting snapshots{saving.snapshot, work_dir("snapshots")};
   const auto straight = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
     return resume_cases::train(c, 0, std::nullopt, straight_dir, std::nullopt);
   });
-  int64_t resumed_at = 0;  // the newest checkpoint's iteration
-  for (const int64_t crash : plan) {
+  int64_t resumed_at = 0;
+  for (const Crash& crash : plan) {
+    resume_cases::Snapshotting attempt = snapshots;
+    std::optional<int64_t> crash_at_batch = crash.done + 1 - resumed_at;
+    if (crash.in_commit) {
+      crash_at_batch.reset();
+      attempt.crash_at_commit = 0;
+      for (int64_t i = resumed_at + 1; i <= crash.done; ++i) {
+        *attempt.crash_at_commit += saving.snapshot_after(i) ? 1 : 0;
+      }
+    }
     try {
       harness::run_ranks(c.world_size, [&](int) {
-        resume_cases::train(c, interval, crash - resumed_at, stopped_dir, std::string("auto"));
+        resume_cases::train(c, saving.checkpoint, crash_at_batch, stopped_dir, std::string("auto"),
+                            attempt);
       });
-      RC_FAIL("the attempt was not killed at batch " + std::to_string(crash));
+      RC_FAIL("the attempt was not killed after iteration " + std::to_string(crash.done));
     } catch (const std::runtime_error& error) {  // in processes it arrives as the message
       RC_ASSERT(std::string(error.what()).find(resume_cases::kKilled) != std::string::npos);
     }
-    resumed_at = (crash - 1) / interval * interval;
+    resumed_at = crash.in_commit ? saving.newest(crash.done - 1) : saving.newest(crash.done);
   }
   const auto resumed = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
-    return resume_cases::train(c, interval, std::nullopt, stopped_dir, std::string("auto"));
+    return resume_cases::train(c, saving.checkpoint, std::nullopt, stopped_dir, std::string("auto"),
+                               snapshots);
   });
   for (int rank = 0; rank < c.world_size; ++rank) {
+    RC_ASSERT(static_cast<int64_t>(resumed[rank].batches.size()) == c.max_iters - resumed_at);
     for (const auto& entry : straight[rank].state) {
       RC_ASSERT(at::equal(entry.second, resumed[rank].state.at(entry.first)));
       RC_ASSERT(at::equal(entry.second, straight[0].state.at(entry.first)));
