@@ -138,6 +138,8 @@ set(DIST_ENGINE_SOURCES
     engine/runner/progress.h
     engine/runner/runner.cc
     engine/runner/runner.h
+    engine/snapshot/snapshots.cc
+    engine/snapshot/snapshots.h
     engine/strategy/checkpointing.cc
     engine/strategy/fsdp_strategy.cc
     engine/strategy/fsdp_strategy.h
@@ -321,6 +323,8 @@ set(DIST_ENGINE_LAUNCH_SOURCES
     tools/launch/main.cc
     tools/launch/supervisor.cc
     tools/launch/supervisor.h
+    tools/launch/temporary_folder.cc
+    tools/launch/temporary_folder.h
     tools/launch/watchdog.cc
     tools/launch/watchdog.h
 )

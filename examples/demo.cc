@@ -31,6 +31,8 @@ engine::runner::RunnerOptions runner_options(const Json& train, const DemoOverri
   options.val_interval = config.get("val_interval", options.val_interval);
   options.checkpoint_interval = overrides.checkpoint_interval.value_or(
       config.get("checkpoint_interval", options.checkpoint_interval));
+  options.snapshot_interval = overrides.snapshot_interval.value_or(
+      config.get("snapshot_interval", options.snapshot_interval));
   options.log_interval = config.get("log_interval", options.log_interval);
   config.finish();
   options.work_dir = overrides.work_dir;

@@ -14,6 +14,7 @@ struct DemoOverrides {
   std::optional<std::string> backend;   // strategy.backend
   std::optional<int64_t> max_iters;
   std::optional<int64_t> checkpoint_interval;
+  std::optional<int64_t> snapshot_interval;
   std::string work_dir = "work_dirs/train";
   std::optional<std::string> resume_from;
   std::optional<std::string> load_from;

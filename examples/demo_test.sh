@@ -6,6 +6,10 @@
 # COMMAND is the train binary, or a launcher followed by it and its flags;
 # MIN_ACCURACY is the least validation accuracy after 60 iterations.
 set -euo pipefail
+# Under Bazel the script may run from another package's folder.
+examples=$(dirname "$0")
+[[ -z ${TEST_SRCDIR:-} ]] || examples=$TEST_SRCDIR/$TEST_WORKSPACE/examples
+source "$examples/test_lib.sh"
 ranks=$1 config=$2 min_accuracy=$3
 shift 3
 work="${TEST_TMPDIR:-$(mktemp -d)}/work"
@@ -13,9 +17,6 @@ rm -rf "$work"
 
 run() {
   "$@" --config "$config" --work-dir "$work" --checkpoint-interval 30 2>&1 | tr '\r' '\n'
-}
-expect() {
-  grep -q -- "$1" <<<"$2" || { echo "FAIL: expected \"$1\" in:"; echo "$2"; exit 1; }
 }
 
 trace="${TEST_TMPDIR:-$(mktemp -d)}/trace.json"

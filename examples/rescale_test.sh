@@ -9,16 +9,14 @@
 # still learn. STRATEGY, if given, replaces the config's strategy (JSON).
 #   rescale_test.sh TRAIN CONFIG ENGINE_LAUNCH SEED [STRATEGY]
 set -euo pipefail
+# Under Bazel the script may run from another package's folder.
+examples=$(dirname "$0")
+[[ -z ${TEST_SRCDIR:-} ]] || examples=$TEST_SRCDIR/$TEST_WORKSPACE/examples
+source "$examples/test_lib.sh"
 train=$1 config=$2 launch=$3 seed=$4 strategy=${5:-}
 work="${TEST_TMPDIR:-$(mktemp -d)}/rescale"
 rm -rf "$work" && mkdir -p "$work"
-if [[ -n $strategy ]]; then
-  python3 -c 'import json, sys
-config = json.load(open(sys.argv[1]))
-config["strategy"] = json.loads(sys.argv[2])
-json.dump(config, open(sys.argv[3], "w"))' "$config" "$strategy" "$work/config.json"
-  config=$work/config.json
-fi
+config=$(with_strategy "$config" "$strategy" "$work")
 batch=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["train"]["batch_size"])' "$config")
 size=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["train_data"]["size"])' "$config")
 RANDOM=$seed
@@ -30,10 +28,6 @@ run() {  # PROCESSES [FLAGS...]
     --launcher pytorch --backend gloo --iters 60 --checkpoint-interval 10 --resume auto \
     --work-dir "$work/run" "$@" 2>&1 | tr '\r' '\n'
 }
-expect() {
-  grep -q -- "$1" <<<"$2" || { echo "$2"; echo "FAIL: expected \"$1\""; exit 1; }
-}
-
 killed=$(run 4 --fail-after-batches "$kill_at" || true)
 # The launcher names the first rank it finds ended: the killed one, or a
 # peer that already failed on the broken connection.

@@ -32,7 +32,7 @@ struct Args {
   std::cerr << "train: " << problem << "\n"
             << "usage: train [--config FILE] [--ranks N] [--launcher none|pytorch|mpi|slurm]\n"
             << "             [--backend gloo|mpi|nccl] [--iters N] [--checkpoint-interval N]\n"
-            << "             [--work-dir DIR]\n"
+            << "             [--snapshot-interval N] [--work-dir DIR]\n"
             << "             [--resume FILE|auto] [--load-from FILE] [--trace FILE.json]\n"
             << "             [--fail-after-batches N]   (a crash, for restart tests)\n"
             << "Without --launcher (or with none) the run uses N simulated ranks.\n";
@@ -75,6 +75,8 @@ Args parse(int argc, char** argv) {
       args.overrides.max_iters = to_int(flag, value, /*least=*/0);  // 0: validate only
     else if (flag == "--checkpoint-interval")
       args.overrides.checkpoint_interval = to_int(flag, value);
+    else if (flag == "--snapshot-interval")
+      args.overrides.snapshot_interval = to_int(flag, value, /*least=*/0);
     else if (flag == "--work-dir")
       args.work_dir = value;
     else if (flag == "--resume")
@@ -113,6 +115,10 @@ void report(const engine::runner::RunResult& result) {
   std::printf("trained from iteration %lld; final val accuracy %.4f\n",
               static_cast<long long>(result.start_iter), result.metrics.at("accuracy"));
   std::printf("training time %.1f s (validation and checkpoints excluded)\n", result.train_seconds);
+  if (result.snapshots > 0) {
+    std::printf("%lld snapshots took %.1f ms each\n", static_cast<long long>(result.snapshots),
+                1000 * result.snapshot_seconds / static_cast<double>(result.snapshots));
+  }
 }
 
 }  // namespace

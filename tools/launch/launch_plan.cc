@@ -104,6 +104,7 @@ std::map<std::string, std::string> rank_environment(const Plan& plan, int local_
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)}};
   if (plan.nnodes > 1) env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
   if (!plan.watch_dir.empty()) env["DIST_ENGINE_WATCH_DIR"] = plan.watch_dir;
+  if (!plan.snapshot_dir.empty()) env["DIST_ENGINE_SNAPSHOT_DIR"] = plan.snapshot_dir;
   return env;
 }
 

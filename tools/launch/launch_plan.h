@@ -25,6 +25,9 @@ struct Plan {
   double stall_timeout_seconds = 0;
   // The attempt's watch folder, DIST_ENGINE_WATCH_DIR (set by the supervisor).
   std::string watch_dir;
+  // The job's snapshot folder, DIST_ENGINE_SNAPSHOT_DIR (set by the
+  // supervisor on one node).
+  std::string snapshot_dir;
   std::vector<std::string> command;
 };
 
@@ -36,7 +39,8 @@ Plan parse_plan(const std::vector<std::string>& args);
 // TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS; with --nnodes > 1
 // also TORCHELASTIC_USE_AGENT_STORE=True: the ranks join the store that node
 // 0's launcher hosts at MASTER_ADDR:MASTER_PORT, under the attempt's prefix;
-// with a watch folder, DIST_ENGINE_WATCH_DIR.
+// with a watch folder, DIST_ENGINE_WATCH_DIR; with a snapshot folder,
+// DIST_ENGINE_SNAPSHOT_DIR.
 std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick).

@@ -26,6 +26,17 @@ TEST(ParsePlan, TorchrunFlagsAndTheCommand) {
   EXPECT_EQ(rank_environment(parse_plan({"train"}), 0).count("TORCHELASTIC_USE_AGENT_STORE"), 0);
 }
 
+TEST(ParsePlan, TheLaunchersFoldersReachTheRanks) {
+  Plan plan = parse_plan({"train"});
+  EXPECT_EQ(rank_environment(plan, 0).count("DIST_ENGINE_SNAPSHOT_DIR"), 0);
+  EXPECT_EQ(rank_environment(plan, 0).count("DIST_ENGINE_WATCH_DIR"), 0);
+  plan.snapshot_dir = "/dev/shm/engine-launch-a";
+  plan.watch_dir = "/tmp/engine-launch-b/attempt_0";
+  const auto env = rank_environment(plan, 0);
+  EXPECT_EQ(env.at("DIST_ENGINE_SNAPSHOT_DIR"), "/dev/shm/engine-launch-a");
+  EXPECT_EQ(env.at("DIST_ENGINE_WATCH_DIR"), "/tmp/engine-launch-b/attempt_0");
+}
+
 TEST(ParsePlan, HowTheNodesWaitForEachOther) {
   const Plan defaults = parse_plan({"train"});
   EXPECT_EQ(defaults.join_timeout_seconds, 600);

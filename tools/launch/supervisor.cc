@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tools/launch/job_store.h"
+#include "tools/launch/temporary_folder.h"
 #include "tools/launch/watchdog.h"
 
 namespace launch {
@@ -278,6 +279,8 @@ class AttemptChecks {
 int supervise_one_node(Plan plan) {
   const bool pick_port = plan.master_port == 0;
   WatchFolders folders;
+  const TemporaryFolder snapshots(memory_parent(), "the snapshots");
+  plan.snapshot_dir = snapshots.path();
   for (;; ++plan.restart_count) {
     if (pick_port) plan.master_port = free_port();
     const AttemptChecks checks(plan, folders);

@@ -39,7 +39,9 @@ Outcome supervise(const Plan& plan, const Checks* checks = nullptr);
 // supervise, again after a failure while plan.max_restarts allow, each
 // attempt with its TORCHELASTIC_RESTART_COUNT. One node: unless the port was
 // given, each attempt gets a fresh rendezvous port, so a new store with no
-// key of the failed attempt. Several nodes: the launchers agree on each
+// key of the failed attempt; every attempt's ranks share one snapshot folder
+// in memory (DIST_ENGINE_SNAPSHOT_DIR, engine/snapshot/snapshots.h), removed
+// when the job ends. Several nodes: the launchers agree on each
 // attempt through node 0's store (job_store.h), whose keys the ranks of
 // attempt k see under their own prefix; a failure on any node stops and
 // restarts every node's ranks, once for all of them. A job stopped by a

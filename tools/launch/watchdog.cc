@@ -74,22 +74,8 @@ void Watchdog::diagnose() {
   }
 }
 
-WatchFolders::WatchFolders() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/engine-launch-XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr)
-    throw std::runtime_error("cannot make a folder for the watchdog under " + pattern);
-  root_ = pattern;
-}
-
-WatchFolders::~WatchFolders() {
-  if (keep_) return;
-  std::error_code ignored;
-  std::filesystem::remove_all(root_, ignored);
-}
-
 std::string WatchFolders::attempt(int attempt) {
-  const std::string dir = root_ + "/attempt_" + std::to_string(attempt);
+  const std::string dir = root_.path() + "/attempt_" + std::to_string(attempt);
   std::filesystem::create_directories(dir);
   return dir;
 }

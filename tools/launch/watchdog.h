@@ -7,6 +7,7 @@
 
 #include "engine/flight/watch.h"
 #include "tools/launch/launch_plan.h"
+#include "tools/launch/temporary_folder.h"
 
 namespace launch {
 
@@ -41,14 +42,12 @@ class Watchdog {
 // folder; removed with everything in it when destroyed, unless kept.
 class WatchFolders {
  public:
-  WatchFolders();
-  ~WatchFolders();
+  WatchFolders() : root_(temporary_parent(), "the watchdog") {}
   std::string attempt(int attempt);  // made on first use
-  void keep() { keep_ = true; }
+  void keep() { root_.keep(); }
 
  private:
-  std::string root_;
-  bool keep_ = false;
+  TemporaryFolder root_;
 };
 
 }  // namespace launch
