@@ -55,12 +55,6 @@ c10::IValue loadable(const c10::IValue& value) {
   return value;
 }
 
-at::Tensor as_tensor(const std::vector<char>& bytes) {
-  at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
-  return out;
-}
-
 // torch::jit::pickle_save's archive, from a pickler whose aggregates carry
 // no type tags.
 std::vector<char> save_untagged(const c10::IValue& value) {
@@ -72,7 +66,13 @@ std::vector<char> save_untagged(const c10::IValue& value) {
   pickler.protocol();
   pickler.pushIValue(value);
   pickler.stop();
+  // Reserved for the tensors' bytes and the zip's records (their headers
+  // and alignment), so that a large archive is not copied as it grows.
+  constexpr size_t kPerRecord = 256;
+  size_t expected = pickled.size() + (pickler.tensorData().size() + 4) * kPerRecord;
+  for (const at::Tensor& tensor : pickler.tensorData()) expected += tensor.nbytes();
   std::vector<char> archive;
+  archive.reserve(expected);
   {
     caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
       const auto* bytes = static_cast<const char*>(data);
@@ -90,13 +90,20 @@ std::vector<char> save_untagged(const c10::IValue& value) {
 at::Tensor pickle(const c10::IValue& value) {
   const c10::IValue saved = loadable(value);
   std::lock_guard<std::mutex> lock(pickler_mutex());
-  return as_tensor(torch::jit::pickle_save(saved));
+  return adopt_bytes(torch::jit::pickle_save(saved));
 }
 
 at::Tensor pickle_untagged(const c10::IValue& value) {
   const c10::IValue saved = loadable(value);
   std::lock_guard<std::mutex> lock(pickler_mutex());
-  return as_tensor(save_untagged(saved));
+  return adopt_bytes(save_untagged(saved));
+}
+
+at::Tensor adopt_bytes(std::vector<char>&& bytes) {
+  auto* owned = new std::vector<char>(std::move(bytes));
+  return at::from_blob(
+      owned->data(), {static_cast<int64_t>(owned->size())}, [owned](void*) { delete owned; },
+      at::TensorOptions().dtype(at::kByte));
 }
 
 c10::IValue unpickle(const at::Tensor& bytes, const std::string& what) {

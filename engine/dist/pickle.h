@@ -4,6 +4,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <string>
+#include <vector>
 
 namespace engine::dist {
 
@@ -20,5 +21,9 @@ c10::IValue unpickle(const at::Tensor& bytes, const std::string& what);
 // torch.load(weights_only=True) refuses. unpickle gives them back holding
 // Any (read with toList() and toGenericDict(), not toIntVector()).
 at::Tensor pickle_untagged(const c10::IValue& value);
+
+// A 1-D uint8 tensor that takes over `bytes` (no copy): how serializers that
+// write into a vector hand over large archives.
+at::Tensor adopt_bytes(std::vector<char>&& bytes);
 
 }  // namespace engine::dist

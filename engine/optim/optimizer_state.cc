@@ -5,13 +5,13 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include <cstring>
 #include <mutex>
-#include <sstream>
 #include <string>
+#include <vector>
 
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
+#include "engine/dist/pickle.h"
 
 namespace engine::optim {
 namespace {
@@ -27,12 +27,13 @@ std::mutex& archive_mutex() {
 }
 
 at::Tensor bytes_of(OutputArchive& archive) {
-  std::ostringstream stream;
-  archive.save_to(stream);
-  const std::string bytes = stream.str();
-  at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
-  return out;
+  std::vector<char> bytes;
+  archive.save_to([&](const void* data, size_t size) {
+    const auto* begin = static_cast<const char*>(data);
+    bytes.insert(bytes.end(), begin, begin + size);
+    return size;
+  });
+  return dist::adopt_bytes(std::move(bytes));
 }
 
 void read_bytes(InputArchive& archive, const at::Tensor& bytes) {
