@@ -101,8 +101,8 @@ std::map<std::string, std::string> rank_environment(const Plan& plan, int local_
       {"MASTER_ADDR", plan.master_addr},
       {"MASTER_PORT", std::to_string(plan.master_port)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(plan.restart_count)},
-      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)}};
-  if (plan.nnodes > 1) env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
   if (!plan.watch_dir.empty()) env["DIST_ENGINE_WATCH_DIR"] = plan.watch_dir;
   if (!plan.snapshot_dir.empty()) env["DIST_ENGINE_SNAPSHOT_DIR"] = plan.snapshot_dir;
   return env;

@@ -36,9 +36,9 @@ struct Plan {
 Plan parse_plan(const std::vector<std::string>& args);
 
 // torchrun's variables for local rank `local_rank` of this node, with
-// TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS; with --nnodes > 1
-// also TORCHELASTIC_USE_AGENT_STORE=True: the ranks join the store that node
-// 0's launcher hosts at MASTER_ADDR:MASTER_PORT, under the attempt's prefix;
+// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS and
+// TORCHELASTIC_USE_AGENT_STORE=True: the ranks join the store that node 0's
+// launcher hosts at MASTER_ADDR:MASTER_PORT, under the attempt's prefix;
 // with a watch folder, DIST_ENGINE_WATCH_DIR; with a snapshot folder,
 // DIST_ENGINE_SNAPSHOT_DIR.
 std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank);

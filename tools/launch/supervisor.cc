@@ -276,20 +276,6 @@ class AttemptChecks {
   std::optional<Watchdog> watchdog_;
 };
 
-int supervise_one_node(Plan plan) {
-  const bool pick_port = plan.master_port == 0;
-  WatchFolders folders;
-  const TemporaryFolder snapshots(memory_parent(), "the snapshots");
-  plan.snapshot_dir = snapshots.path();
-  for (;; ++plan.restart_count) {
-    if (pick_port) plan.master_port = free_port();
-    const AttemptChecks checks(plan, folders);
-    const Outcome outcome = supervise(plan, checks.get());
-    if (outcome.status == 0 || outcome.interrupted || !restarts(plan, outcome.status))
-      return outcome.status;
-  }
-}
-
 std::string describe(const Failure& failure) {
   if (failure.interrupted)
     return "node " + std::to_string(failure.node) + "'s launcher was interrupted";
@@ -299,24 +285,34 @@ std::string describe(const Failure& failure) {
               : "'s ranks failed (status " + std::to_string(failure.status) + ")");
 }
 
-int supervise_nodes(Plan plan) {
+}  // namespace
+
+int supervise_with_restarts(Plan plan) {
+  if (plan.master_port == 0) plan.master_port = free_port();  // one node (parse_plan)
   JobStore store(plan);
   WatchFolders folders;
+  // One node's ranks share its memory; snapshots across nodes are not done.
+  std::optional<TemporaryFolder> snapshots;
+  if (plan.nnodes == 1) {
+    snapshots.emplace(memory_parent(), "the snapshots");
+    plan.snapshot_dir = snapshots->path();
+  }
   for (;; ++plan.restart_count) {
     const int attempt = plan.restart_count;
     store.join(attempt);
     AttemptChecks checks(plan, folders);
-    checks.add([&]() -> std::optional<Stop> {
-      try {
-        const auto failure = store.failure(attempt);
-        if (!failure) return std::nullopt;
-        return Stop{failure->status, describe(*failure), /*peer=*/true};
-      } catch (const std::exception& error) {
-        // Node 0's launcher is gone: stop this node's ranks, then fail below.
-        return Stop{kLostStoreStatus, std::string("lost the job's store: ") + error.what(),
-                    /*peer=*/true};
-      }
-    });
+    if (plan.nnodes > 1)
+      checks.add([&]() -> std::optional<Stop> {
+        try {
+          const auto failure = store.failure(attempt);
+          if (!failure) return std::nullopt;
+          return Stop{failure->status, describe(*failure), /*peer=*/true};
+        } catch (const std::exception& error) {
+          // Node 0's launcher is gone: stop this node's ranks, then fail below.
+          return Stop{kLostStoreStatus, std::string("lost the job's store: ") + error.what(),
+                      /*peer=*/true};
+        }
+      });
     const Outcome outcome = supervise(plan, checks.get());
     std::optional<Failure> failure;
     if (outcome.peer_failed) {
@@ -333,12 +329,6 @@ int supervise_nodes(Plan plan) {
       return failure ? failure->status : 0;
     }
   }
-}
-
-}  // namespace
-
-int supervise_with_restarts(Plan plan) {
-  return plan.nnodes > 1 ? supervise_nodes(std::move(plan)) : supervise_one_node(std::move(plan));
 }
 
 }  // namespace launch
