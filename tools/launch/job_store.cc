@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -57,7 +58,7 @@ std::string JobStore::key(int attempt, const std::string& name) const {
   return "engine-launch/attempt_" + std::to_string(attempt) + "/" + name;
 }
 
-void JobStore::join(int attempt) {
+std::vector<int> JobStore::join(int attempt) {
   const std::string mine = key(attempt, "node_" + std::to_string(plan_.node_rank));
   const std::string me = this_launcher();
   const std::string holder = text(store_->compareSet(mine, {}, bytes(me)));
@@ -68,21 +69,68 @@ void JobStore::join(int attempt) {
                              "); a launcher cannot rejoin an attempt it left: start the whole "
                              "job again, or let --max-restarts restart it");
   }
-  if (store_->add(key(attempt, "joined"), 1) == plan_.nnodes) {
-    store_->set(key(attempt, "all_joined"), bytes("1"));
+  const int64_t joined = store_->add(key(attempt, "joined"), 1);
+  if (joined == plan_.min_nodes) store_->set(key(attempt, "enough_joined"), bytes("1"));
+  if (joined == plan_.nnodes) store_->set(key(attempt, "all_joined"), bytes("1"));
+  const std::string nodes = key(attempt, "nodes");
+  if (plan_.node_rank == 0) {
+    std::string list;
+    for (const int node : start(attempt)) list += std::to_string(node) + " ";
+    store_->set(nodes, bytes(list));
   }
   try {
-    store_->wait({key(attempt, "all_joined")}, std::chrono::seconds(plan_.join_timeout_seconds));
+    store_->wait({nodes}, std::chrono::seconds(plan_.join_timeout_seconds) +
+                              std::chrono::milliseconds(
+                                  static_cast<int64_t>(plan_.last_call_seconds * 1000)));
   } catch (const std::exception&) {
-    std::string missing;
-    for (int node = 0; node < plan_.nnodes; ++node) {
-      if (!store_->check({key(attempt, "node_" + std::to_string(node))}))
-        missing += (missing.empty() ? "" : ", ") + std::to_string(node);
-    }
-    throw std::runtime_error("attempt " + std::to_string(attempt) + ": node(s) " + missing +
-                             " did not join within " + std::to_string(plan_.join_timeout_seconds) +
+    throw std::runtime_error("attempt " + std::to_string(attempt) + ": node 0 did not start it (" +
+                             nodes_missing(attempt) + ")");
+  }
+  attempt_ = attempt;
+  members_.clear();
+  std::istringstream in(text(store_->get(nodes)));
+  for (int node; in >> node;) members_.push_back(node);
+  if (std::find(members_.begin(), members_.end(), plan_.node_rank) == members_.end()) {
+    throw std::runtime_error("node " + std::to_string(plan_.node_rank) + " joined attempt " +
+                             std::to_string(attempt) + " after it started without it");
+  }
+  return members_;
+}
+
+std::vector<int> JobStore::start(int attempt) {
+  const auto join_timeout = std::chrono::seconds(plan_.join_timeout_seconds);
+  try {
+    store_->wait({key(attempt, "enough_joined")}, join_timeout);
+  } catch (const std::exception&) {
+    throw std::runtime_error("attempt " + std::to_string(attempt) + ": " + nodes_missing(attempt) +
+                             " within " + std::to_string(plan_.join_timeout_seconds) +
                              " s (--join-timeout)");
   }
+  if (plan_.min_nodes < plan_.nnodes) {
+    try {
+      store_->wait({key(attempt, "all_joined")},
+                   std::chrono::milliseconds(static_cast<int64_t>(plan_.last_call_seconds * 1000)));
+    } catch (const std::exception&) {
+      std::fprintf(stderr,
+                   "engine-launch: attempt %d starts without the nodes that did not join (%s "
+                   "within the last call, --last-call)\n",
+                   attempt, nodes_missing(attempt).c_str());
+    }
+  }
+  std::vector<int> nodes;
+  for (int node = 0; node < plan_.nnodes; ++node) {
+    if (store_->check({key(attempt, "node_" + std::to_string(node))})) nodes.push_back(node);
+  }
+  return nodes;
+}
+
+std::string JobStore::nodes_missing(int attempt) const {
+  std::string missing;
+  for (int node = 0; node < plan_.nnodes; ++node) {
+    if (!store_->check({key(attempt, "node_" + std::to_string(node))}))
+      missing += (missing.empty() ? "" : ", ") + std::to_string(node);
+  }
+  return "node(s) " + missing + " did not join";
 }
 
 std::optional<Failure> JobStore::failure(int attempt) {
@@ -102,18 +150,19 @@ Failure JobStore::report_failure(int attempt, const Failure& failure) {
 }
 
 std::optional<Failure> JobStore::report_success(int attempt) {
-  if (store_->add(key(attempt, "succeeded"), 1) == plan_.nnodes) end(attempt);
+  if (store_->add(key(attempt, "succeeded"), 1) == static_cast<int64_t>(members_.size()))
+    end(attempt);
   store_->wait({key(attempt, "ended")}, c10d::Store::kNoTimeout);
   return failure(attempt);
 }
 
 void JobStore::leave() {
-  if (store_->add("engine-launch/left", 1) == plan_.nnodes) {
-    store_->set("engine-launch/all_left", bytes("1"));
+  if (store_->add(key(attempt_, "left"), 1) == static_cast<int64_t>(members_.size())) {
+    store_->set(key(attempt_, "all_left"), bytes("1"));
   }
   if (plan_.node_rank != 0) return;
   try {
-    store_->wait({"engine-launch/all_left"}, kLeaveTimeout);
+    store_->wait({key(attempt_, "all_left")}, kLeaveTimeout);
   } catch (const std::exception&) {
     std::fprintf(stderr,
                  "engine-launch: not every node's launcher left within a minute; "

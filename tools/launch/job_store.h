@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <vector>
 
 #include "tools/launch/launch_plan.h"
 
@@ -28,10 +29,14 @@ class JobStore {
   // plan.join_timeout_seconds (the launchers may start in any order).
   explicit JobStore(const Plan& plan);
 
-  // Waits (up to plan.join_timeout_seconds) until every node's launcher has
-  // joined `attempt`, naming those that did not. A launcher started again
-  // cannot rejoin an attempt that its node already joined: refused.
-  void join(int attempt);
+  // Joins `attempt` and returns the nodes that run it, in order. Node 0
+  // starts it once every node joined, or once plan.min_nodes did and the
+  // others have not within plan.last_call_seconds; the others wait for that
+  // (each wait at most plan.join_timeout_seconds, then an error naming the
+  // nodes that did not come). A node that joins an attempt started without
+  // it, or one its node already joined (a launcher started again: so a node
+  // cannot escape --max-restarts by leaving and coming back), is refused.
+  std::vector<int> join(int attempt);
 
   // The failure that ended `attempt`, if one was reported; returns at once.
   std::optional<Failure> failure(int attempt);
@@ -40,19 +45,25 @@ class JobStore {
   // returns that one (another node's, when it came first).
   Failure report_failure(int attempt, const Failure& failure);
 
-  // Reports that this node's ranks succeeded, then waits until every node's
-  // did (nullopt) or one failed (its failure).
+  // Reports that this node's ranks succeeded, then waits until those of
+  // every node of the attempt did (nullopt) or one failed (its failure).
   std::optional<Failure> report_success(int attempt);
 
-  // Before the launcher exits: node 0, whose store the others use, waits
-  // (at most a minute) until every node has left.
+  // Before the launcher exits after its last attempt: node 0, whose store
+  // the others use, waits (at most a minute) until every node of that
+  // attempt has left.
   void leave();
 
  private:
   std::string key(int attempt, const std::string& name) const;
+  // Node 0: which nodes run `attempt`, once enough joined.
+  std::vector<int> start(int attempt);
+  std::string nodes_missing(int attempt) const;
   void end(int attempt);
 
   const Plan& plan_;
+  int attempt_ = 0;
+  std::vector<int> members_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
 };
 

@@ -13,10 +13,10 @@ namespace launch {
 namespace {
 
 const char* kUsage =
-    "usage: engine-launch [--nproc-per-node N] [--nnodes N] [--node-rank R] [--master-addr HOST]\n"
-    "                     [--master-port PORT] [--grace-seconds S] [--max-restarts N]\n"
-    "                     [--join-timeout S] [--monitor-interval S] [--stall-timeout S]\n"
-    "                     [--] PROGRAM [ARGS...]";
+    "usage: engine-launch [--nproc-per-node N] [--nnodes N|MIN:MAX] [--node-rank R]\n"
+    "                     [--master-addr HOST] [--master-port PORT] [--grace-seconds S]\n"
+    "                     [--max-restarts N] [--join-timeout S] [--last-call S]\n"
+    "                     [--monitor-interval S] [--stall-timeout S] [--] PROGRAM [ARGS...]";
 
 // `value` as a Number in [low, high]: a whole number, or seconds.
 template <typename Number>
@@ -41,6 +41,20 @@ Number number_in(const std::string& flag, const std::string& value, Number low, 
   return n;
 }
 
+// --nnodes N or MIN:MAX.
+void parse_nodes(const std::string& value, Plan& plan) {
+  const size_t colon = value.find(':');
+  if (colon == std::string::npos) {
+    plan.nnodes = plan.min_nodes = number_in("--nnodes", value, 1, 100000);
+    return;
+  }
+  plan.min_nodes = number_in("--nnodes", value.substr(0, colon), 1, 100000);
+  plan.nnodes = number_in("--nnodes", value.substr(colon + 1), 1, 100000);
+  if (plan.min_nodes > plan.nnodes) {
+    throw std::invalid_argument("--nnodes " + value + ": MIN must not exceed MAX\n" + kUsage);
+  }
+}
+
 }  // namespace
 
 Plan parse_plan(const std::vector<std::string>& args) {
@@ -57,7 +71,7 @@ Plan parse_plan(const std::vector<std::string>& args) {
     if (flag == "--nproc-per-node")
       plan.nproc_per_node = number_in(flag, value, 1, 1024);
     else if (flag == "--nnodes")
-      plan.nnodes = number_in(flag, value, 1, 100000);
+      parse_nodes(value, plan);
     else if (flag == "--node-rank")
       plan.node_rank = number_in(flag, value, 0, 99999);
     else if (flag == "--master-addr")
@@ -68,6 +82,8 @@ Plan parse_plan(const std::vector<std::string>& args) {
       plan.grace_seconds = number_in(flag, value, 0, 3600);
     else if (flag == "--max-restarts")
       plan.max_restarts = number_in(flag, value, 0, 1000);
+    else if (flag == "--last-call")
+      plan.last_call_seconds = number_in(flag, value, 0.0, 86400.0);
     else if (flag == "--join-timeout")
       plan.join_timeout_seconds = number_in(flag, value, 1, 86400);
     else if (flag == "--monitor-interval")
@@ -84,6 +100,8 @@ Plan parse_plan(const std::vector<std::string>& args) {
     throw std::invalid_argument("--node-rank " + std::to_string(plan.node_rank) +
                                 " must be below --nnodes " + std::to_string(plan.nnodes));
   }
+  plan.attempt_nodes = plan.nnodes;
+  plan.attempt_node_rank = plan.node_rank;
   if (plan.nnodes > 1 && plan.master_port == 0) {
     throw std::invalid_argument(
         "--master-port is needed with --nnodes > 1: every node must use the same one");
@@ -93,11 +111,11 @@ Plan parse_plan(const std::vector<std::string>& args) {
 
 std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank) {
   std::map<std::string, std::string> env = {
-      {"RANK", std::to_string(plan.node_rank * plan.nproc_per_node + local_rank)},
+      {"RANK", std::to_string(plan.attempt_node_rank * plan.nproc_per_node + local_rank)},
       {"LOCAL_RANK", std::to_string(local_rank)},
-      {"WORLD_SIZE", std::to_string(plan.nnodes * plan.nproc_per_node)},
+      {"WORLD_SIZE", std::to_string(plan.attempt_nodes * plan.nproc_per_node)},
       {"LOCAL_WORLD_SIZE", std::to_string(plan.nproc_per_node)},
-      {"GROUP_RANK", std::to_string(plan.node_rank)},
+      {"GROUP_RANK", std::to_string(plan.attempt_node_rank)},
       {"MASTER_ADDR", plan.master_addr},
       {"MASTER_PORT", std::to_string(plan.master_port)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(plan.restart_count)},

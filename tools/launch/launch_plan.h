@@ -9,8 +9,19 @@ namespace launch {
 
 struct Plan {
   int nproc_per_node = 1;
+  // --nnodes N or MIN:MAX: the job's nodes, and the fewest an attempt may
+  // run on (N alone: all of them). With fewer than MAX, node 0's launcher
+  // starts an attempt once MIN nodes joined and the others have not within
+  // --last-call seconds; a job that loses a node goes on with the others.
   int nnodes = 1;
+  int min_nodes = 1;
+  double last_call_seconds = 30;
   int node_rank = 0;
+  // The nodes that run this attempt and this node's place among them (the
+  // supervisor sets them at each attempt; RANK, WORLD_SIZE and GROUP_RANK
+  // follow them).
+  int attempt_nodes = 1;
+  int attempt_node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;    // 0: pick a free port (one node only)
   int grace_seconds = 5;  // SIGTERM, then SIGKILL after this long

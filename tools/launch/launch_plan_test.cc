@@ -37,9 +37,35 @@ TEST(ParsePlan, TheLaunchersFoldersReachTheRanks) {
   EXPECT_EQ(env.at("DIST_ENGINE_WATCH_DIR"), "/tmp/engine-launch-b/attempt_0");
 }
 
+TEST(ParsePlan, ElasticNodesAndTheRanksOfAnAttempt) {
+  const Plan fixed = parse_plan({"--nnodes", "3", "--master-port", "1", "train"});
+  EXPECT_EQ(fixed.min_nodes, 3);
+  EXPECT_EQ(fixed.nnodes, 3);
+  Plan plan = parse_plan({"--nnodes", "1:3", "--node-rank", "2", "--nproc-per-node", "2",
+                          "--master-port", "1", "--last-call", "2.5", "train"});
+  EXPECT_EQ(plan.min_nodes, 1);
+  EXPECT_EQ(plan.nnodes, 3);
+  EXPECT_DOUBLE_EQ(plan.last_call_seconds, 2.5);
+  EXPECT_EQ(rank_environment(plan, 1).at("RANK"), "5");
+  // Node 1 was lost: node 2 is the second of the attempt's two nodes.
+  plan.attempt_nodes = 2;
+  plan.attempt_node_rank = 1;
+  const auto env = rank_environment(plan, 1);
+  EXPECT_EQ(env.at("RANK"), "3");
+  EXPECT_EQ(env.at("WORLD_SIZE"), "4");
+  EXPECT_EQ(env.at("GROUP_RANK"), "1");
+  EXPECT_THROW(parse_plan({"--nnodes", "3:2", "--master-port", "1", "train"}),
+               std::invalid_argument);
+  EXPECT_THROW(parse_plan({"--nnodes", "0:2", "--master-port", "1", "train"}),
+               std::invalid_argument);
+  EXPECT_THROW(parse_plan({"--nnodes", "1:", "--master-port", "1", "train"}),
+               std::invalid_argument);
+}
+
 TEST(ParsePlan, HowTheNodesWaitForEachOther) {
   const Plan defaults = parse_plan({"train"});
   EXPECT_EQ(defaults.join_timeout_seconds, 600);
+  EXPECT_DOUBLE_EQ(defaults.last_call_seconds, 30);
   EXPECT_DOUBLE_EQ(defaults.monitor_interval_seconds, 0.1);
   const Plan plan = parse_plan({"--join-timeout", "30", "--monitor-interval", "0.5", "train"});
   EXPECT_EQ(plan.join_timeout_seconds, 30);

@@ -228,6 +228,36 @@ expect_line "store lost" "lost the job's store: .*; stopping this node's ranks"
 [ "$(cat "$out.ranks_left")" = 1 ] ||
   fail "store lost: $(cat "$out.ranks_left") ranks left, not 1 (node 0's, whose launcher was killed)"
 
+# A node lost for good, with --nnodes 1:2: node 1's launcher and rank are
+# SIGKILLed, then node 0's rank fails (as it would in a collective with the
+# lost rank). Node 0 restarts, waits --last-call for node 1, and runs the
+# next attempt alone at world size 1.
+checks=$((checks + 1))
+rm -f "$TEST_TMPDIR"/fake_rank_*
+timeout 60 unshare -n -p -f -m --mount-proc bash -c '
+  ip link set lo up
+  out=$1 launcher=$2 fake=$3
+  for node in 0 1; do
+    "$launcher" --nnodes 1:2 --node-rank $node --master-port 29500 --nproc-per-node 1 \
+      --max-restarts 1 --last-call 1 "$fake" wait-until 1 >"$out.$node" 2>&1 &
+    pids[node]=$!
+  done
+  for _ in $(seq 1200); do
+    [ "$(cat "$out.0" "$out.1" | grep -c "ready$")" = 2 ] && break
+    sleep 0.05
+  done
+  kill -KILL ${pids[1]} "$(cat "$TEST_TMPDIR/fake_rank_0_1.pid")"
+  kill -KILL "$(cat "$TEST_TMPDIR/fake_rank_0_0.pid")"
+  wait ${pids[0]}
+  echo $? >"$out.status0"' \
+  _ "$out" "$launcher" "$fake"
+cp "$out.0" "$out"
+[ "$(cat "$out.status0")" = 0 ] || fail "node lost: node 0 exited $(cat "$out.status0"), not 0"
+expect_line "node lost" "^\[rank 0\] rank=0 local=0 world=2 .* attempt=0/1$"
+expect_line "node lost" "attempt 1 starts without the nodes that did not join (node(s) 1 did not join"
+expect_line "node lost" "attempt 1 runs on 1 of 2 nodes (world size 1)"
+expect_line "node lost" "^\[rank 0\] rank=0 local=0 world=1 local_world=1 group=0 .* attempt=1/1$"
+
 # Bad arguments are refused with usage.
 launch "bad arguments" 2 --nproc-per-node zero "$fake" ok
 expect_line "bad arguments" "usage: engine-launch"

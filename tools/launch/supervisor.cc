@@ -299,7 +299,15 @@ int supervise_with_restarts(Plan plan) {
   }
   for (;; ++plan.restart_count) {
     const int attempt = plan.restart_count;
-    store.join(attempt);
+    const std::vector<int> nodes = store.join(attempt);
+    plan.attempt_nodes = static_cast<int>(nodes.size());
+    plan.attempt_node_rank =
+        static_cast<int>(std::find(nodes.begin(), nodes.end(), plan.node_rank) - nodes.begin());
+    if (plan.attempt_nodes < plan.nnodes) {
+      std::fprintf(stderr, "engine-launch: attempt %d runs on %d of %d nodes (world size %d)\n",
+                   attempt, plan.attempt_nodes, plan.nnodes,
+                   plan.attempt_nodes * plan.nproc_per_node);
+    }
     AttemptChecks checks(plan, folders);
     if (plan.nnodes > 1)
       checks.add([&]() -> std::optional<Stop> {

@@ -5,6 +5,8 @@
 #                                   says; the others wait
 #   fake_rank.sh hang K CODE        rank 0 exits with CODE, rank K ignores SIGTERM
 #   fake_rank.sh wait               every rank says "ready" and waits
+#   fake_rank.sh wait-until N       on the attempts before N, as `wait` (its pid
+#                                   in its pid file); from attempt N on, exits 0
 #   fake_rank.sh fail-until N K HOW on the attempts (TORCHELASTIC_RESTART_COUNT)
 #                                   before N, as `end K HOW`; from attempt N
 #                                   on, every rank exits 0
@@ -18,6 +20,11 @@
 set -u
 mode=$1
 echo "rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE local_world=$LOCAL_WORLD_SIZE group=$GROUP_RANK addr=$MASTER_ADDR port=$MASTER_PORT attempt=$TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS"
+if [ "$mode" = wait-until ]; then
+  [ "$TORCHELASTIC_RESTART_COUNT" -ge "$2" ] && exit 0
+  echo $$ >"$TEST_TMPDIR/fake_rank_${TORCHELASTIC_RESTART_COUNT}_$RANK.pid"
+  mode=wait
+fi
 if [ "$mode" = fail-until ]; then
   [ "$TORCHELASTIC_RESTART_COUNT" -ge "$2" ] && exit 0
   mode=end

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A host lost for good, and the job goes on without it. The demo on 2
+# emulated hosts x 1 rank under engine-launch --nnodes 1:2 --max-restarts 1,
+# a checkpoint every 200 iterations and a 10 s timeout for collectives. Once
+# host1's rank saved iter_200.pth, host2's cable is pulled: host1's rank
+# fails in a collective, its launcher restarts, and the next attempt starts
+# without host2 after the last call (3 s). Host1 alone, at world size 1,
+# resumes from the newest checkpoint and finishes the run, and still learns.
+# Host2's launcher, cut off from the job's store, is stopped at the end.
+#   lose_host_test.sh TRAIN CONFIG ENGINE_LAUNCH
+set -euo pipefail
+source "$(dirname "$0")/emulated_hosts.sh"
+source "$TEST_SRCDIR/$TEST_WORKSPACE/examples/test_lib.sh"
+train=$1 config=$2 launcher=$3
+work="${TEST_TMPDIR:-$(mktemp -d)}/lose_host"
+rm -rf "$work" && mkdir -p "$work"
+config=$(with_strategy "$config" '{"type": "DDPStrategy", "sync_bn": "torch", "seed": 2026,
+  "model_wrapper": {"type": "MMDistributedDataParallel"}, "timeout_s": 10}' "$work")
+hosts_up 2
+for host in 1 2; do
+  start_logged "host$host" on_host "$host" timeout -k 10 120 "$launcher" \
+    --nnodes 1:2 --node-rank $((host - 1)) --nproc-per-node 1 --max-restarts 1 --last-call 3 \
+    --join-timeout 20 --master-addr "$(host_address 1)" --master-port 29500 \
+    "$train" --config "$config" --launcher pytorch --backend gloo --iters 4000 \
+    --checkpoint-interval 200 --resume auto --work-dir "$work/run"
+done
+await_file "$work/run/iter_200.pth" 60 || { await_logged || true; echo "FAIL: no iter_200.pth"; exit 1; }
+link_down 2
+host1_status=0
+wait "${EMULATED_HOSTS_JOBS[0]#*:}" || host1_status=$?
+kill -TERM "${EMULATED_HOSTS_JOBS[1]#*:}" 2>/dev/null || true
+wait "${EMULATED_HOSTS_JOBS[1]#*:}" || true
+host1=$(tr '\r' '\n' <"$EMULATED_HOSTS_DIR/log.host1")
+echo "$host1"
+echo "=== host2"
+cat "$EMULATED_HOSTS_DIR/log.host2"
+((host1_status == 0)) || { echo "FAIL: host1's launcher exited $host1_status"; exit 1; }
+expect "engine-launch: rank 0 failed with status" "$host1"
+expect "restarting every rank (restart 1 of 1)" "$host1"
+expect "attempt 1 runs on 1 of 2 nodes (world size 1)" "$host1"
+expect "resumed from $work/run/iter_[0-9]*.pth at iteration [0-9]*" "$host1"
+expect "parameters and buffers identical on all 1 ranks" "$host1"
+accuracy=$(grep -o 'final val accuracy [0-9.]*' <<<"$host1" | grep -o '[0-9.]*$')
+python3 -c "import sys; sys.exit(0 if float('$accuracy') >= 0.8 else 1)" ||
+  { echo "FAIL: accuracy $accuracy after going on alone"; exit 1; }
+echo "PASS: host1 went on alone at world size 1 and reached accuracy $accuracy"
