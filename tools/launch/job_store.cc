@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace launch {
 namespace {
@@ -17,13 +18,13 @@ std::string text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), byt
 
 std::string encode(const Failure& failure) {
   return std::to_string(failure.node) + " " + std::to_string(failure.status) + " " +
-         (failure.interrupted ? "1" : "0");
+         (failure.interrupted ? "1" : "0") + " " + (failure.silent ? "1" : "0");
 }
 
 Failure decode(const std::string& encoded) {
   Failure failure;
   std::istringstream in(encoded);
-  in >> failure.node >> failure.status >> failure.interrupted;
+  in >> failure.node >> failure.status >> failure.interrupted >> failure.silent;
   return failure;
 }
 
@@ -87,6 +88,7 @@ std::vector<int> JobStore::join(int attempt) {
                              nodes_missing(attempt) + ")");
   }
   attempt_ = attempt;
+  beats_.clear();
   members_.clear();
   std::istringstream in(text(store_->get(nodes)));
   for (int node; in >> node;) members_.push_back(node);
@@ -133,6 +135,27 @@ std::string JobStore::nodes_missing(int attempt) const {
   return "node(s) " + missing + " did not join";
 }
 
+void JobStore::beat(int attempt) {
+  store_->add(key(attempt, "beats_" + std::to_string(plan_.node_rank)), 1);
+}
+
+std::optional<Failure> JobStore::silent_node(int attempt) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(plan_.heartbeat_timeout_seconds * 1000));
+  for (const int node : members_) {
+    if (node == plan_.node_rank) continue;
+    const int64_t count = store_->add(key(attempt, "beats_" + std::to_string(node)), 0);
+    const auto seen = beats_.find(node);
+    if (seen == beats_.end() || seen->second.first != count) {
+      beats_[node] = {count, now};
+    } else if (now - seen->second.second >= timeout) {
+      return report_failure(attempt, {node, 1, false, true});
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<Failure> JobStore::failure(int attempt) {
   const std::string failed = key(attempt, "failure");
   if (!store_->check({failed})) return std::nullopt;
@@ -152,12 +175,22 @@ Failure JobStore::report_failure(int attempt, const Failure& failure) {
 std::optional<Failure> JobStore::report_success(int attempt) {
   if (store_->add(key(attempt, "succeeded"), 1) == static_cast<int64_t>(members_.size()))
     end(attempt);
-  store_->wait({key(attempt, "ended")}, c10d::Store::kNoTimeout);
+  const auto interval =
+      std::chrono::milliseconds(static_cast<int64_t>(plan_.monitor_interval_seconds * 1000));
+  while (!store_->check({key(attempt, "ended")})) {
+    std::this_thread::sleep_for(interval);
+    beat(attempt);
+    if (plan_.node_rank == 0) silent_node(attempt);
+  }
   return failure(attempt);
 }
 
 void JobStore::leave() {
-  if (store_->add(key(attempt_, "left"), 1) == static_cast<int64_t>(members_.size())) {
+  // A node that went silent will not leave.
+  const auto ended_by = failure(attempt_);
+  const auto leaving =
+      static_cast<int64_t>(members_.size()) - (ended_by && ended_by->silent ? 1 : 0);
+  if (store_->add(key(attempt_, "left"), 1) == leaving) {
     store_->set(key(attempt_, "all_left"), bytes("1"));
   }
   if (plan_.node_rank != 0) return;

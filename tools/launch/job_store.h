@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -14,6 +16,7 @@ struct Failure {
   int node = 0;              // the node whose rank failed first
   int status = 0;            // that rank's exit status: every node's
   bool interrupted = false;  // its launcher was sent SIGINT or SIGTERM: no restart
+  bool silent = false;       // its launcher's heartbeats stopped (status 1)
 };
 
 // What the launchers of a job's nodes agree on, through the c10d TCPStore
@@ -38,6 +41,15 @@ class JobStore {
   // cannot escape --max-restarts by leaving and coming back), is refused.
   std::vector<int> join(int attempt);
 
+  // Says this launcher is alive; every launcher calls it each monitor
+  // interval while `attempt` runs.
+  void beat(int attempt);
+
+  // Node 0: a node of `attempt` whose beats stopped for
+  // plan.heartbeat_timeout_seconds, reported as its failure (the attempt's
+  // first); nullopt while every node beats. Returns at once.
+  std::optional<Failure> silent_node(int attempt);
+
   // The failure that ended `attempt`, if one was reported; returns at once.
   std::optional<Failure> failure(int attempt);
 
@@ -46,7 +58,9 @@ class JobStore {
   Failure report_failure(int attempt, const Failure& failure);
 
   // Reports that this node's ranks succeeded, then waits until those of
-  // every node of the attempt did (nullopt) or one failed (its failure).
+  // every node of the attempt did (nullopt) or one failed (its failure),
+  // beating meanwhile (and on node 0 watching the others' beats, so that the
+  // wait ends when a node is lost).
   std::optional<Failure> report_success(int attempt);
 
   // Before the launcher exits after its last attempt: node 0, whose store
@@ -64,6 +78,8 @@ class JobStore {
   const Plan& plan_;
   int attempt_ = 0;
   std::vector<int> members_;
+  // Node 0: each other node's last beat count, and when it changed.
+  std::map<int, std::pair<int64_t, std::chrono::steady_clock::time_point>> beats_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
 };
 

@@ -16,7 +16,8 @@ const char* kUsage =
     "usage: engine-launch [--nproc-per-node N] [--nnodes N|MIN:MAX] [--node-rank R]\n"
     "                     [--master-addr HOST] [--master-port PORT] [--grace-seconds S]\n"
     "                     [--max-restarts N] [--join-timeout S] [--last-call S]\n"
-    "                     [--monitor-interval S] [--stall-timeout S] [--] PROGRAM [ARGS...]";
+    "                     [--monitor-interval S] [--heartbeat-timeout S] [--stall-timeout S]\n"
+    "                     [--] PROGRAM [ARGS...]";
 
 // `value` as a Number in [low, high]: a whole number, or seconds.
 template <typename Number>
@@ -88,6 +89,8 @@ Plan parse_plan(const std::vector<std::string>& args) {
       plan.join_timeout_seconds = number_in(flag, value, 1, 86400);
     else if (flag == "--monitor-interval")
       plan.monitor_interval_seconds = number_in(flag, value, 0.01, 60.0);
+    else if (flag == "--heartbeat-timeout")
+      plan.heartbeat_timeout_seconds = number_in(flag, value, 0.1, 86400.0);
     else if (flag == "--stall-timeout")
       plan.stall_timeout_seconds = number_in(flag, value, 0.0, 86400.0);
     else

@@ -32,6 +32,10 @@ struct Plan {
   // each attempt's start, and how often each looks for another's failure.
   int join_timeout_seconds = 600;
   double monitor_interval_seconds = 0.1;
+  // With --nnodes > 1: every launcher beats through the store each monitor
+  // interval, and node 0's counts a node whose beats stopped this long as
+  // lost (its failure ends the attempt).
+  double heartbeat_timeout_seconds = 30;
   // --stall-timeout: the watchdog's (watchdog.h); 0: no watchdog.
   double stall_timeout_seconds = 0;
   // The attempt's watch folder, DIST_ENGINE_WATCH_DIR (set by the supervisor).

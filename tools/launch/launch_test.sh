@@ -229,34 +229,47 @@ expect_line "store lost" "lost the job's store: .*; stopping this node's ranks"
   fail "store lost: $(cat "$out.ranks_left") ranks left, not 1 (node 0's, whose launcher was killed)"
 
 # A node lost for good, with --nnodes 1:2: node 1's launcher and rank are
-# SIGKILLed, then node 0's rank fails (as it would in a collective with the
-# lost rank). Node 0 restarts, waits --last-call for node 1, and runs the
-# next attempt alone at world size 1.
+# SIGKILLed while node 0's rank waits. Node 0's launcher notices the
+# heartbeats stop (--heartbeat-timeout), stops its rank, restarts, waits
+# --last-call for node 1, and runs the next attempt alone at world size 1.
+# Then with --nnodes 2 and node 0's rank done: node 0's launcher, waiting
+# for node 1's outcome, gets a failure instead of waiting for ever.
+lose_node_1() {  # NNODES NODE0_MODE RESTARTS: node 0's status into $out.status0
+  rm -f "$TEST_TMPDIR"/fake_rank_*
+  timeout 60 unshare -n -p -f -m --mount-proc bash -c '
+    ip link set lo up
+    out=$1 launcher=$2 fake=$3 nnodes=$4 node0_mode=$5 restarts=$6
+    for node in 0 1; do
+      mode=wait-until
+      [ $node = 0 ] && mode=$node0_mode
+      "$launcher" --nnodes $nnodes --node-rank $node --master-port 29500 --nproc-per-node 1 \
+        --max-restarts $restarts --last-call 1 --heartbeat-timeout 2 "$fake" $mode 1 \
+        >"$out.$node" 2>&1 &
+      pids[node]=$!
+    done
+    for _ in $(seq 1200); do
+      [ -f "$TEST_TMPDIR/fake_rank_0_1.pid" ] && grep -q "rank=0 " "$out.0" && break
+      sleep 0.05
+    done
+    kill -KILL ${pids[1]} "$(cat "$TEST_TMPDIR/fake_rank_0_1.pid")"
+    wait ${pids[0]}
+    echo $? >"$out.status0"' \
+    _ "$out" "$launcher" "$fake" "$@"
+  cp "$out.0" "$out"
+}
 checks=$((checks + 1))
-rm -f "$TEST_TMPDIR"/fake_rank_*
-timeout 60 unshare -n -p -f -m --mount-proc bash -c '
-  ip link set lo up
-  out=$1 launcher=$2 fake=$3
-  for node in 0 1; do
-    "$launcher" --nnodes 1:2 --node-rank $node --master-port 29500 --nproc-per-node 1 \
-      --max-restarts 1 --last-call 1 "$fake" wait-until 1 >"$out.$node" 2>&1 &
-    pids[node]=$!
-  done
-  for _ in $(seq 1200); do
-    [ "$(cat "$out.0" "$out.1" | grep -c "ready$")" = 2 ] && break
-    sleep 0.05
-  done
-  kill -KILL ${pids[1]} "$(cat "$TEST_TMPDIR/fake_rank_0_1.pid")"
-  kill -KILL "$(cat "$TEST_TMPDIR/fake_rank_0_0.pid")"
-  wait ${pids[0]}
-  echo $? >"$out.status0"' \
-  _ "$out" "$launcher" "$fake"
-cp "$out.0" "$out"
+lose_node_1 1:2 wait-until 1
 [ "$(cat "$out.status0")" = 0 ] || fail "node lost: node 0 exited $(cat "$out.status0"), not 0"
 expect_line "node lost" "^\[rank 0\] rank=0 local=0 world=2 .* attempt=0/1$"
+expect_line "node lost" "node 1's launcher went silent (no heartbeat within --heartbeat-timeout); stopping this node's ranks"
 expect_line "node lost" "attempt 1 starts without the nodes that did not join (node(s) 1 did not join"
 expect_line "node lost" "attempt 1 runs on 1 of 2 nodes (world size 1)"
 expect_line "node lost" "^\[rank 0\] rank=0 local=0 world=1 local_world=1 group=0 .* attempt=1/1$"
+checks=$((checks + 1))
+lose_node_1 2 ok 0
+[ "$(cat "$out.status0")" = 1 ] || fail "node lost after success: node 0 exited $(cat "$out.status0"), not 1"
+expect_line "node lost after success" "engine-launch: node 1's launcher went silent"
+expect_no_line "node lost after success" "restarting"
 
 # Bad arguments are refused with usage.
 launch "bad arguments" 2 --nproc-per-node zero "$fake" ok

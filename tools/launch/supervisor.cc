@@ -279,6 +279,9 @@ class AttemptChecks {
 std::string describe(const Failure& failure) {
   if (failure.interrupted)
     return "node " + std::to_string(failure.node) + "'s launcher was interrupted";
+  if (failure.silent)
+    return "node " + std::to_string(failure.node) +
+           "'s launcher went silent (no heartbeat within --heartbeat-timeout)";
   return "node " + std::to_string(failure.node) +
          (failure.status == kStalledStatus
               ? "'s ranks stalled"
@@ -312,6 +315,8 @@ int supervise_with_restarts(Plan plan) {
     if (plan.nnodes > 1)
       checks.add([&]() -> std::optional<Stop> {
         try {
+          store.beat(attempt);
+          if (plan.node_rank == 0) store.silent_node(attempt);
           const auto failure = store.failure(attempt);
           if (!failure) return std::nullopt;
           return Stop{failure->status, describe(*failure), /*peer=*/true};
