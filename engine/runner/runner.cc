@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 
+#include "engine/checkpoint/sharded/sharded_checkpoint.h"
 #include "engine/data/default_sampler.h"
 #include "engine/dist/dist.h"
 #include "engine/registry/config.h"
@@ -102,10 +103,16 @@ std::optional<std::string> Runner::resume_path() const {
     for (const auto& file : std::filesystem::directory_iterator(options_.work_dir)) {
       std::smatch match;
       const std::string filename = file.path().filename().string();
-      if (std::regex_match(filename, match, name) && std::stoll(match[1]) > latest_iter) {
-        latest_iter = std::stoll(match[1]);
-        latest = file.path().string();
+      if (!std::regex_match(filename, match, name) || std::stoll(match[1]) <= latest_iter) continue;
+      // A sharded checkpoint whose save was cut short (a crash mid-save)
+      // is passed over for the one before it.
+      if (file.is_directory() &&
+          !checkpoint::is_finished_sharded_checkpoint(file.path().string())) {
+        progress_->note("passing over " + file.path().string() + ": its save did not finish");
+        continue;
       }
+      latest_iter = std::stoll(match[1]);
+      latest = file.path().string();
     }
   }
   if (const auto snapshot = snapshots_ ? snapshots_->newest() : std::nullopt;

@@ -61,8 +61,9 @@ struct RunnerOptions {
   int64_t log_interval = 10;
   std::string work_dir = "work_dirs/run";
   // A checkpoint to resume from; "auto": the newest state saved for this
-  // run, the latest iter_N.pth in work_dir or the committed snapshot,
-  // whichever is further on (none: start afresh).
+  // run, the latest finished iter_N.pth in work_dir (a sharded one whose
+  // save was cut short is passed over) or the committed snapshot, whichever
+  // is further on (none: start afresh).
   std::optional<std::string> resume_from;
   // A checkpoint whose model weights start a run that does not resume
   // (mmengine's load_from): the engine's or a torch.save file with a

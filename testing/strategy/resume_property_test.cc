@@ -280,4 +280,33 @@ TEST(ResumeTest, ACheckpointWithoutItsPlaceInTheDataResumesByItsIteration) {
   }
 }
 
+// A crash in the middle of a sharded save leaves a folder without its
+// marker: "auto" passes it over and resumes from the checkpoint before, and
+// the run still ends bit-identical.
+TEST(ResumeTest, AnUnfinishedShardedCheckpointIsPassedOver) {
+  Case c;
+  c.strategy = "FSDPStrategy";
+  c.world_size = 2;
+  c.max_iters = 6;
+  const auto dir = work_dir("unfinished");
+  const auto straight = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
+    return resume_cases::train(c, 0, std::nullopt, work_dir("straight"), std::nullopt);
+  });
+  Case stopped = c;
+  stopped.max_iters = 4;
+  harness::run_ranks(
+      c.world_size, [&](int) { resume_cases::train(stopped, 2, std::nullopt, dir, std::nullopt); });
+  harness::once_for_all_processes(
+      [&] { ASSERT_TRUE(std::filesystem::remove(dir + "/iter_4.pth/COMPLETE")); });
+  const auto resumed = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
+    return resume_cases::train(c, 0, std::nullopt, dir, std::string("auto"));
+  });
+  for (int rank = 0; rank < c.world_size; ++rank) {
+    EXPECT_EQ(resumed[rank].batches.size(), 4u) << "resumed from iter_2.pth";
+    for (const auto& entry : straight[rank].state) {
+      EXPECT_TRUE(same_bits(entry.second, resumed[rank].state.at(entry.first))) << entry.first;
+    }
+  }
+}
+
 }  // namespace

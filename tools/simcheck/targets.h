@@ -17,7 +17,8 @@ using Target = std::function<std::string(int rank)>;
 // latest one there ("auto"). "ddp": a DDP equivalence case drawn from `seed`,
 // for `world_size` ranks (it has no checkpoints: `resume` starts it afresh).
 // "strategy": the exact-resume property's DDPStrategy training, a case drawn
-// from `seed`, checkpointing in `work_dir`; `resume`: from the latest one.
+// from `seed`, checkpointing and taking snapshots in `work_dir`; `resume`:
+// from the newest of them.
 // "fsdp" and "zero": the same under FSDPStrategy (FULL_SHARD) and
 // ZeroStrategy (stage drawn from `seed`), with sharded checkpoints.
 // Throws std::invalid_argument for another name.

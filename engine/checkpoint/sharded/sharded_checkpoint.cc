@@ -272,6 +272,10 @@ bool is_sharded_checkpoint(const std::string& path) {
   return std::filesystem::is_directory(path) && std::filesystem::exists(in_dir(path, kIndex));
 }
 
+bool is_finished_sharded_checkpoint(const std::string& dir) {
+  return std::filesystem::exists(in_dir(dir, kMarker));
+}
+
 Dict load_sharded(const std::string& dir, ShardedState& mine) {
   const Dict index = read_index(dir);
   const Dict tensors = index.at("tensors").toGenericDict();

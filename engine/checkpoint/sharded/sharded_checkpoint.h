@@ -43,6 +43,10 @@ void save_sharded(const std::string& dir, const ShardedState& mine,
 // Whether `path` is a sharded checkpoint's directory (it holds an index).
 bool is_sharded_checkpoint(const std::string& path);
 
+// Whether the save that wrote the sharded checkpoint `dir` finished: its
+// marker is there. No collectives.
+bool is_finished_sharded_checkpoint(const std::string& dir);
+
 // No collectives: fills every shard's data with the rows it holds now
 // (padding zeroed), whatever world size saved them, and replaces
 // mine.optimizer with the optimizer state resharded the same way. Returns
