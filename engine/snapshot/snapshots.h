@@ -36,8 +36,6 @@ class Snapshots {
   // `fs`: where the commit marker is written (tests crash it there).
   explicit Snapshots(std::string folder, io::FileSystem& fs = io::posix_file_system());
 
-  const std::string& folder() const { return folder_; }
-
   // The committed snapshot, if any. No collectives. A CheckpointError
   // naming the marker when it cannot be read or names a snapshot that is
   // gone.

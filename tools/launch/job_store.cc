@@ -36,6 +36,10 @@ std::string this_launcher() {
 
 constexpr auto kLeaveTimeout = std::chrono::minutes(1);
 
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
 }  // namespace
 
 JobStore::JobStore(const Plan& plan) : plan_(plan) {
@@ -81,8 +85,7 @@ std::vector<int> JobStore::join(int attempt) {
   }
   try {
     store_->wait({nodes}, std::chrono::seconds(plan_.join_timeout_seconds) +
-                              std::chrono::milliseconds(
-                                  static_cast<int64_t>(plan_.last_call_seconds * 1000)));
+                              millis(plan_.last_call_seconds));
   } catch (const std::exception&) {
     throw std::runtime_error("attempt " + std::to_string(attempt) + ": node 0 did not start it (" +
                              nodes_missing(attempt) + ")");
@@ -110,8 +113,7 @@ std::vector<int> JobStore::start(int attempt) {
   }
   if (plan_.min_nodes < plan_.nnodes) {
     try {
-      store_->wait({key(attempt, "all_joined")},
-                   std::chrono::milliseconds(static_cast<int64_t>(plan_.last_call_seconds * 1000)));
+      store_->wait({key(attempt, "all_joined")}, millis(plan_.last_call_seconds));
     } catch (const std::exception&) {
       std::fprintf(stderr,
                    "engine-launch: attempt %d starts without the nodes that did not join (%s "
@@ -119,6 +121,10 @@ std::vector<int> JobStore::start(int attempt) {
                    attempt, nodes_missing(attempt).c_str());
     }
   }
+  return joined_nodes(attempt);
+}
+
+std::vector<int> JobStore::joined_nodes(int attempt) const {
   std::vector<int> nodes;
   for (int node = 0; node < plan_.nnodes; ++node) {
     if (store_->check({key(attempt, "node_" + std::to_string(node))})) nodes.push_back(node);
@@ -127,22 +133,20 @@ std::vector<int> JobStore::start(int attempt) {
 }
 
 std::string JobStore::nodes_missing(int attempt) const {
+  const std::vector<int> joined = joined_nodes(attempt);
   std::string missing;
   for (int node = 0; node < plan_.nnodes; ++node) {
-    if (!store_->check({key(attempt, "node_" + std::to_string(node))}))
+    if (std::find(joined.begin(), joined.end(), node) == joined.end())
       missing += (missing.empty() ? "" : ", ") + std::to_string(node);
   }
   return "node(s) " + missing + " did not join";
 }
 
-void JobStore::beat(int attempt) {
+void JobStore::keep_alive(int attempt) {
   store_->add(key(attempt, "beats_" + std::to_string(plan_.node_rank)), 1);
-}
-
-std::optional<Failure> JobStore::silent_node(int attempt) {
+  if (plan_.node_rank != 0) return;
   const auto now = std::chrono::steady_clock::now();
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(plan_.heartbeat_timeout_seconds * 1000));
+  const auto timeout = millis(plan_.heartbeat_timeout_seconds);
   for (const int node : members_) {
     if (node == plan_.node_rank) continue;
     const int64_t count = store_->add(key(attempt, "beats_" + std::to_string(node)), 0);
@@ -150,10 +154,10 @@ std::optional<Failure> JobStore::silent_node(int attempt) {
     if (seen == beats_.end() || seen->second.first != count) {
       beats_[node] = {count, now};
     } else if (now - seen->second.second >= timeout) {
-      return report_failure(attempt, {node, 1, false, true});
+      report_failure(attempt, {node, 1, false, true});
+      return;
     }
   }
-  return std::nullopt;
 }
 
 std::optional<Failure> JobStore::failure(int attempt) {
@@ -175,12 +179,10 @@ Failure JobStore::report_failure(int attempt, const Failure& failure) {
 std::optional<Failure> JobStore::report_success(int attempt) {
   if (store_->add(key(attempt, "succeeded"), 1) == static_cast<int64_t>(members_.size()))
     end(attempt);
-  const auto interval =
-      std::chrono::milliseconds(static_cast<int64_t>(plan_.monitor_interval_seconds * 1000));
+  const auto interval = millis(plan_.monitor_interval_seconds);
   while (!store_->check({key(attempt, "ended")})) {
     std::this_thread::sleep_for(interval);
-    beat(attempt);
-    if (plan_.node_rank == 0) silent_node(attempt);
+    keep_alive(attempt);
   }
   return failure(attempt);
 }

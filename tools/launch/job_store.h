@@ -41,14 +41,11 @@ class JobStore {
   // cannot escape --max-restarts by leaving and coming back), is refused.
   std::vector<int> join(int attempt);
 
-  // Says this launcher is alive; every launcher calls it each monitor
-  // interval while `attempt` runs.
-  void beat(int attempt);
-
-  // Node 0: a node of `attempt` whose beats stopped for
-  // plan.heartbeat_timeout_seconds, reported as its failure (the attempt's
-  // first); nullopt while every node beats. Returns at once.
-  std::optional<Failure> silent_node(int attempt);
+  // Every launcher calls it each monitor interval while `attempt` runs:
+  // says this launcher is alive, and on node 0 reports a node whose beats
+  // stopped for plan.heartbeat_timeout_seconds as its failure (silent; the
+  // attempt's first unless another came before). Returns at once.
+  void keep_alive(int attempt);
 
   // The failure that ended `attempt`, if one was reported; returns at once.
   std::optional<Failure> failure(int attempt);
@@ -72,6 +69,7 @@ class JobStore {
   std::string key(int attempt, const std::string& name) const;
   // Node 0: which nodes run `attempt`, once enough joined.
   std::vector<int> start(int attempt);
+  std::vector<int> joined_nodes(int attempt) const;
   std::string nodes_missing(int attempt) const;
   void end(int attempt);
 

@@ -315,8 +315,7 @@ int supervise_with_restarts(Plan plan) {
     if (plan.nnodes > 1)
       checks.add([&]() -> std::optional<Stop> {
         try {
-          store.beat(attempt);
-          if (plan.node_rank == 0) store.silent_node(attempt);
+          store.keep_alive(attempt);
           const auto failure = store.failure(attempt);
           if (!failure) return std::nullopt;
           return Stop{failure->status, describe(*failure), /*peer=*/true};
