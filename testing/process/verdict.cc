@@ -6,6 +6,7 @@
 
 bool all_ranks_passed(bool passed) {
   at::Tensor failures = at::tensor({passed ? 0 : 1}, at::kInt);
-  engine::dist::all_reduce(failures);
+  // On the group's communication device: nccl takes CUDA tensors only.
+  engine::dist::all_reduce_anywhere(failures);
   return failures.item<int>() == 0;
 }
