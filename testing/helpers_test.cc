@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "engine/dist/dist.h"
+#include "engine/io/file_system.h"
 #include "testing/cases.h"
 #include "testing/harness.h"
 #include "testing/property.h"
@@ -22,7 +23,7 @@ sim::WorldOptions drawn_options() { return harness::test_options(*rc::gen::arbit
 // A fresh, empty folder for one test.
 fs::path fresh_dir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("dist_engine_test_" + name);
-  fs::remove_all(dir);
+  engine::io::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }
@@ -230,7 +231,7 @@ TEST(CollectResults, NeverDeletesTheCallersFolderAndLeavesItClean) {
       4, [&](int rank) { dist::collect_results({c10::IValue(rank)}, 4, "cpu", dir.string()); });
   EXPECT_TRUE(fs::exists(dir / "mine"));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
-  fs::remove_all(dir);
+  engine::io::remove_all(dir);
 }
 
 TEST(CollectResults, LongTmpdirPathsWork) {
@@ -242,7 +243,7 @@ TEST(CollectResults, LongTmpdirPathsWork) {
       [&](int rank) { return dist::collect_results({c10::IValue(rank)}, 3, "cpu", dir.string()); });
   ASSERT_TRUE(results[0].has_value());
   EXPECT_EQ((*results[0])[2].toInt(), 2);
-  fs::remove_all(fresh_dir("long"));
+  engine::io::remove_all(fresh_dir("long"));
 }
 
 TEST(CollectResults, BackToBackCallsOnOneFolderDoNotMixUp) {
@@ -257,7 +258,7 @@ TEST(CollectResults, BackToBackCallsOnOneFolderDoNotMixUp) {
       }
     }
   });
-  fs::remove_all(dir);
+  engine::io::remove_all(dir);
 }
 
 TEST(CollectResults, RejectsUnknownDevice) {

@@ -18,6 +18,7 @@
 #include "engine/checkpoint/file.h"
 #include "engine/checkpoint/state_dict.h"
 #include "engine/dist/pickle.h"
+#include "engine/io/file_system.h"
 
 namespace engine::checkpoint {
 namespace {
@@ -56,7 +57,7 @@ class CheckpointFileTest : public ::testing::Test {
   void SetUp() override {
     folder_ = fs::path(::testing::TempDir()) /
               ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(folder_);
+    engine::io::remove_all(folder_);
     fs::create_directories(folder_);
     path_ = (folder_ / "ckpt.pth").string();
   }

@@ -19,6 +19,7 @@
 #include "engine/dist/pickle.h"
 #include "engine/dist/reduce_kernel.h"
 #include "engine/dist/reduce_op.h"
+#include "engine/io/file_system.h"
 
 namespace engine::dist {
 namespace fs = std::filesystem;
@@ -204,7 +205,7 @@ std::optional<std::vector<c10::IValue>> collect_through_files(
     const fs::path path = folder / ("part_" + std::to_string(r) + ".pkl");
     parts.push_back(to_vector(unpickle(read_file(path), path.string())));
   }
-  fs::remove_all(folder);
+  io::remove_all(folder);
   return merge_round_robin(parts, size);
 }
 

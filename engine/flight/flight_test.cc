@@ -10,6 +10,7 @@
 #include "engine/flight/diagnosis.h"
 #include "engine/flight/record.h"
 #include "engine/flight/record_files.h"
+#include "engine/io/file_system.h"
 
 namespace engine::flight {
 namespace {
@@ -158,7 +159,7 @@ class RecordFiles : public ::testing::Test {
     // TempDir: Bazel's TEST_TMPDIR, else the system's (a run outside Bazel).
     dir_ = std::filesystem::path(::testing::TempDir()) /
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
+    engine::io::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
   void write(const std::string& name, const std::string& text) {

@@ -8,6 +8,7 @@
 #include <future>
 
 #include "engine/flight/recorder.h"
+#include "engine/io/file_system.h"
 
 namespace engine::flight {
 namespace {
@@ -16,7 +17,7 @@ namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
   const fs::path dir = fs::path(testing::TempDir()) / name;
-  fs::remove_all(dir);
+  engine::io::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }

@@ -1,10 +1,12 @@
 #include "engine/io/file_system.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 
@@ -12,6 +14,11 @@ namespace engine::io {
 namespace {
 
 int status(bool ok) { return ok ? 0 : errno; }
+
+// nftw's callback, children before their folder (FTW_DEPTH).
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  return ::remove(path) == 0 || errno == ENOENT ? 0 : errno;
+}
 
 class PosixFileSystem : public FileSystem {
  public:
@@ -59,6 +66,24 @@ class PosixFileSystem : public FileSystem {
 FileSystem& posix_file_system() {
   static PosixFileSystem file_system;
   return file_system;
+}
+
+void remove_all(const std::string& path, std::error_code& error) {
+  error.clear();
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    if (errno != ENOENT) error.assign(errno, std::generic_category());
+    return;
+  }
+  constexpr int kOpenFolders = 16;
+  const int result = ::nftw(path.c_str(), remove_entry, kOpenFolders, FTW_DEPTH | FTW_PHYS);
+  if (result != 0) error.assign(result < 0 ? errno : result, std::generic_category());
+}
+
+void remove_all(const std::string& path) {
+  std::error_code error;
+  remove_all(path, error);
+  if (error) throw std::system_error(error, "cannot remove " + path);
 }
 
 }  // namespace engine::io

@@ -2,6 +2,7 @@
 
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace engine::io {
 
@@ -32,5 +33,15 @@ class FileSystem {
 
 // This process's file system, through POSIX calls.
 FileSystem& posix_file_system();
+
+// std::filesystem::remove_all's contract: removes `path` and, for a folder,
+// everything under it, without following symbolic links; a missing `path` is
+// no error. The engine calls these instead, because the libtorch.so of
+// PyTorch 2.11's wheels exports a copy of std::filesystem::remove_all that
+// calls symbols the C++ runtime may lack (address 0, a crash; pytorch#133437),
+// and any program that links that LibTorch would run that copy.
+// The first throws std::system_error naming `path`; the second sets `error`.
+void remove_all(const std::string& path);
+void remove_all(const std::string& path, std::error_code& error);
 
 }  // namespace engine::io

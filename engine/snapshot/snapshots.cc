@@ -7,6 +7,7 @@
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
 #include "engine/io/atomic_file.h"
+#include "engine/io/file_system.h"
 
 namespace engine::snapshot {
 namespace {
@@ -50,7 +51,7 @@ void Snapshots::take(strategy::BaseStrategy& strategy, const strategy::TrainProg
   const std::string path = entry(progress.iter);
   // A snapshot of this iteration that a killed attempt wrote and never
   // committed goes first, so that no file of it mixes with the new one.
-  checkpoint::on_first_rank_for_all([&] { fs::remove_all(path); },
+  checkpoint::on_first_rank_for_all([&] { io::remove_all(path); },
                                     "clear the uncommitted snapshot " + path);
   strategy.save_checkpoint(path, progress);
   checkpoint::on_first_rank_for_all(
@@ -64,7 +65,7 @@ void Snapshots::commit(int64_t iter) {
   const fs::path kept = fs::path(entry(iter)).filename();
   for (const auto& item : fs::directory_iterator(folder_)) {
     const fs::path name = item.path().filename();
-    if (name != kMarker && name != kept) fs::remove_all(item.path());
+    if (name != kMarker && name != kept) io::remove_all(item.path());
   }
 }
 

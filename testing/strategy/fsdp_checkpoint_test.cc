@@ -14,6 +14,7 @@
 
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
+#include "engine/io/file_system.h"
 #include "engine/model/batch_norm.h"
 #include "engine/optim/optimizer_state.h"
 #include "engine/registry/registry.h"
@@ -44,7 +45,7 @@ struct RunSetup {
 std::string fresh_dir(const std::string& name) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "fsdp_checkpoint" / name;
   harness::once_for_all_processes([&] {
-    std::filesystem::remove_all(dir);
+    engine::io::remove_all(dir);
     std::filesystem::create_directories(dir.parent_path());
   });
   return dir.string();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/checkpoint/file.h"
+#include "engine/io/file_system.h"
 #include "testing/harness.h"
 #include "testing/property.h"
 #include "testing/strategy/resume_cases.h"
@@ -26,7 +27,7 @@ using resume_cases::Outcome;
 
 std::string work_dir(const std::string& name) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "resume" / name;
-  harness::once_for_all_processes([&] { std::filesystem::remove_all(dir); });
+  harness::once_for_all_processes([&] { engine::io::remove_all(dir); });
   return dir.string();
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "engine/checkpoint/file.h"
+#include "engine/io/file_system.h"
 #include "engine/registry/config.h"
 #include "engine/runner/runner.h"
 #include "examples/classifier.h"
@@ -25,7 +26,7 @@ using engine::registry::Json;
 
 std::string fresh_folder(const std::string& name) {
   const auto dir = fs::path(::testing::TempDir()) / "snapshots" / name;
-  fs::remove_all(dir);
+  engine::io::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();
 }

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "engine/io/file_system.h"
+
 namespace launch {
 
 TemporaryFolder::TemporaryFolder(const std::string& parent, const std::string& what) {
@@ -17,7 +19,7 @@ TemporaryFolder::TemporaryFolder(const std::string& parent, const std::string& w
 TemporaryFolder::~TemporaryFolder() {
   if (keep_) return;
   std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
+  engine::io::remove_all(path_, ignored);
 }
 
 std::string temporary_parent() {

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "engine/dist/dist.h"
+#include "engine/io/file_system.h"
 #include "sim/world.h"
 #include "tools/simcheck/targets.h"
 
@@ -269,7 +270,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::filesystem::remove_all(work);
+  engine::io::remove_all(work);
   // A hang never reaches the table: the watchdog prints it and ends simcheck
   // (exit 3), so a printed table has 0 hangs by construction.
   std::printf("%-12s %6s %6s %13s %9s %s\n", "target", "runs", "passes", "rank stopped", "hangs",
