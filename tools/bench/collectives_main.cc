@@ -1,12 +1,16 @@
 // Collectives benchmark in the style of nccl-tests: for each collective and
-// size, the time per call, algbw, busbw and the count of wrong elements from
-// an exact check. Text table on stdout, JSON with --json.
+// size, the mean time per call, algbw, busbw and the count of wrong elements
+// from an exact check; where the buffers are on the host, also the median
+// and 99th percentile of single calls (a loaded machine shows in the tail).
+// Text table on stdout, JSON with --json.
 //
 //   collectives --ranks 4 --ops all_reduce --min-bytes 4K --max-bytes 64M
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -69,23 +73,40 @@ struct Row {
   std::string op;
   int64_t bytes;
   double time_us;
+  double p50_us;  // NaN where the calls only queue work on a GPU
+  double p99_us;
   double algbw;
   double busbw;
   int64_t wrong;
 };
 
+// The nearest-rank percentile `q` (0 < q <= 1) of `values`, which it sorts.
+double percentile(std::vector<double>& values, double q) {
+  std::sort(values.begin(), values.end());
+  const auto at = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
+  return values[std::max<size_t>(at, 1) - 1];
+}
+
 // One size of one collective on every rank: the slowest rank's mean time per
-// call, and the wrong elements summed over all ranks.
+// call and percentiles of single calls, and the wrong elements summed over
+// all ranks.
 Row measure(const bench::Descriptor& d, const Args& args, int64_t bytes, int rank, int n) {
   const at::Device device = dist::get_comm_device();
   bench::Buffers buffers = bench::on_device(d.make(rank, n, bytes), device);
   for (int i = 0; i < args.sweep.warmup; ++i) d.run(buffers);
   dist::barrier();
-  const auto start = Clock::now();
   const int iters = args.sweep.iterations_for(bytes);
-  for (int i = 0; i < iters; ++i) d.run(buffers);
+  std::vector<double> calls(static_cast<size_t>(iters));
+  const auto start = Clock::now();
+  for (auto& call : calls) {
+    const auto call_start = Clock::now();
+    d.run(buffers);
+    call = std::chrono::duration<double>(Clock::now() - call_start).count();
+  }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / iters;
-  at::Tensor slowest = at::full({1}, seconds, at::kDouble);
+  const double p50 = percentile(calls, 0.50);
+  const double p99 = percentile(calls, 0.99);
+  at::Tensor slowest = at::tensor({seconds, p50, p99}, at::kDouble);
   dist::all_reduce_anywhere(slowest, "max");
 
   bench::Buffers fresh = bench::on_device(d.make(rank, n, bytes), device);
@@ -94,9 +115,19 @@ Row measure(const bench::Descriptor& d, const Args& args, int64_t bytes, int ran
       at::full({1}, d.count_wrong(bench::on_device(fresh, at::kCPU), rank, n), at::kLong);
   dist::all_reduce_anywhere(wrong, "sum");
 
-  const double t = slowest.item<double>();
+  const double t = slowest[0].item<double>();
   const double algbw = bytes / t / 1e9;
-  return {d.name, bytes, t * 1e6, algbw, algbw * d.busbw_factor(n), wrong.item<int64_t>()};
+  const bool on_host = device.is_cpu();
+  const double p50_us = on_host ? slowest[1].item<double>() * 1e6 : std::nan("");
+  const double p99_us = on_host ? slowest[2].item<double>() * 1e6 : std::nan("");
+  return {d.name,
+          bytes,
+          t * 1e6,
+          p50_us,
+          p99_us,
+          algbw,
+          algbw * d.busbw_factor(n),
+          wrong.item<int64_t>()};
 }
 
 std::vector<bench::Descriptor> selected(const Args& args) {
@@ -133,6 +164,8 @@ void write_json(const Args& args, const bench::Machine& machine, double bound,
     results.push_back({{"collective", r.op},
                        {"bytes", r.bytes},
                        {"time_us", r.time_us},
+                       {"p50_us", r.p50_us},
+                       {"p99_us", r.p99_us},
                        {"algbw_gbps", r.algbw},
                        {"busbw_gbps", r.busbw},
                        {"wrong", r.wrong}});
@@ -166,8 +199,8 @@ int main(int argc, char** argv) {
         bound / (2 * args.ranks) * 2.0 * (args.ranks - 1) / args.ranks);
     std::printf("# backend %s, %d ranks, %d+ timed calls per size after %d warm-up\n",
                 args.backend.c_str(), args.ranks, args.sweep.iters, args.sweep.warmup);
-    std::printf("#%15s %12s %11s %12s %12s %8s\n", "collective", "size(B)", "time(us)",
-                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    std::printf("#%15s %12s %11s %9s %9s %12s %12s %8s\n", "collective", "size(B)", "time(us)",
+                "p50(us)", "p99(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   }
   std::vector<Row> rows;
   int64_t total_wrong = 0;
@@ -178,9 +211,9 @@ int main(int argc, char** argv) {
       total_wrong += row.wrong;
       rows.push_back(row);
       if (!reporter) continue;
-      std::printf(" %15s %12lld %11.1f %12.3f %12.3f %8lld\n", row.op.c_str(),
-                  static_cast<long long>(row.bytes), row.time_us, row.algbw, row.busbw,
-                  static_cast<long long>(row.wrong));
+      std::printf(" %15s %12lld %11.1f %9.1f %9.1f %12.3f %12.3f %8lld\n", row.op.c_str(),
+                  static_cast<long long>(row.bytes), row.time_us, row.p50_us, row.p99_us, row.algbw,
+                  row.busbw, static_cast<long long>(row.wrong));
       std::fflush(stdout);
     }
   }

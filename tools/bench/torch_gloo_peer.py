@@ -11,6 +11,7 @@ LOCAL_RANK modulo the GPUs, and the timed calls end with
 torch.cuda.synchronize() (PyTorch's calls return once queued).
 """
 import argparse
+import math
 import time
 
 import torch
@@ -91,14 +92,24 @@ def measure(name, nbytes, args, rank, n):
         op.run()
     dist.barrier()
     iters = iterations_for(nbytes, args.iters)
+    calls = []
     start = time.perf_counter()
     for _ in range(iters):
+        call_start = time.perf_counter()
         op.run()
+        calls.append(time.perf_counter() - call_start)
     if DEVICE.type == "cuda":
         torch.cuda.synchronize()
-    seconds = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64,
-                           device=DEVICE)
-    dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
+    # The mean, then the median and 99th percentile of single calls (nearest
+    # rank, as collectives_main.cc), each the slowest rank's.
+    calls.sort()
+    p50, p99 = (calls[max(math.ceil(q * len(calls)), 1) - 1] for q in (0.5, 0.99))
+    times = torch.tensor([(time.perf_counter() - start) / iters, p50, p99], dtype=torch.float64,
+                         device=DEVICE)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    seconds = times[0]
+    on_host = DEVICE.type == "cpu"
+    p50_us, p99_us = (times[i].item() * 1e6 if on_host else float("nan") for i in (1, 2))
     op = OPS[name](nbytes, rank, n)  # fresh buffers: one exact check
     op.run()
     got, expected = op.results()
@@ -107,8 +118,9 @@ def measure(name, nbytes, args, rank, n):
     dist.all_reduce(wrong)
     algbw = nbytes / seconds.item() / 1e9
     if rank == 0:
-        print(" %15s %12d %11.1f %12.3f %12.3f %8d" % (name, nbytes, seconds.item() * 1e6, algbw,
-                                                        algbw * op.factor(n), wrong.item()), flush=True)
+        print(" %15s %12d %11.1f %9.1f %9.1f %12.3f %12.3f %8d" % (
+            name, nbytes, seconds.item() * 1e6, p50_us, p99_us, algbw, algbw * op.factor(n),
+            wrong.item()), flush=True)
 
 
 def main():
@@ -133,8 +145,9 @@ def main():
     if rank == 0:
         print(f"# peer: PyTorch {torch.__version__} torch.distributed {args.backend}, {n} ranks",
               flush=True)
-        print("#%15s %12s %11s %12s %12s %8s" % ("collective", "size(B)", "time(us)", "algbw(GB/s)",
-                                                   "busbw(GB/s)", "#wrong"), flush=True)
+        print("#%15s %12s %11s %9s %9s %12s %12s %8s" % (
+            "collective", "size(B)", "time(us)", "p50(us)", "p99(us)", "algbw(GB/s)",
+            "busbw(GB/s)", "#wrong"), flush=True)
     for name in ops:
         nbytes = parse_bytes(args.min_bytes)
         while nbytes <= parse_bytes(args.max_bytes):
