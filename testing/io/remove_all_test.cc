@@ -17,11 +17,8 @@ namespace fs = std::filesystem;
 using engine::io::remove_all;
 
 fs::path fresh_folder(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path folder = fs::path(tmp ? tmp : "/tmp") / name;
-  fs::remove(folder / "tree" / "link");
-  std::error_code ignored;
-  remove_all(folder.string(), ignored);
+  const fs::path folder = fs::path(::testing::TempDir()) / name;
+  remove_all(folder.string());
   fs::create_directories(folder);
   return folder;
 }

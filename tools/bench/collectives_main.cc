@@ -80,11 +80,10 @@ struct Row {
   int64_t wrong;
 };
 
-// The nearest-rank percentile `q` (0 < q <= 1) of `values`, which it sorts.
-double percentile(std::vector<double>& values, double q) {
-  std::sort(values.begin(), values.end());
-  const auto at = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
-  return values[std::max<size_t>(at, 1) - 1];
+// The nearest-rank percentile `q` (0 < q <= 1) of `sorted`, in ascending order.
+double percentile(const std::vector<double>& sorted, double q) {
+  const auto at = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  return sorted[std::max<size_t>(at, 1) - 1];
 }
 
 // One size of one collective on every rank: the slowest rank's mean time per
@@ -104,6 +103,7 @@ Row measure(const bench::Descriptor& d, const Args& args, int64_t bytes, int ran
     call = std::chrono::duration<double>(Clock::now() - call_start).count();
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / iters;
+  std::sort(calls.begin(), calls.end());
   const double p50 = percentile(calls, 0.50);
   const double p99 = percentile(calls, 0.99);
   at::Tensor slowest = at::tensor({seconds, p50, p99}, at::kDouble);
