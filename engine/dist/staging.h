@@ -19,8 +19,8 @@ namespace engine::dist {
 // what lies where and what is copied and reduced.
 //
 // Why: between processes a large message costs a kernel copy (Open MPI's
-// CMA, or a socket's two copies), several times slower here than a copy in
-// user space (2 MiB: about 200-300 us against 45 us, bench/HISTORY.md).
+// CMA, or a socket's two copies), several times slower than a copy in user
+// space.
 // Through the area a rank copies its data in once with memcpy and its peers
 // reduce or copy it straight out.
 //

@@ -44,8 +44,7 @@ struct Args : bench::StepFlags {
   Args() { model = "large"; }
   std::string strategy = "ddp";
   // ZeRO's reduce_bucket_size: one 2048 x 2048 layer (16 MiB of float32),
-  // so that a bucket's reduce-scatter starts after one layer's backward
-  // (bench/HISTORY.md shows the step at other sizes).
+  // so that a bucket's reduce-scatter starts after one layer's backward.
   int64_t bucket_elements = 1 << 22;
   // FSDP's prefetching (full_shard, shard_grad_op).
   std::string backward_prefetch = "BACKWARD_PRE";

@@ -17,8 +17,8 @@ namespace engine::model::sharding {
 // Why: LibTorch's CPU allocator passes every large block to the C library,
 // which maps fresh pages for it and unmaps them when it is freed. Those
 // buffers are made and freed for every unit in every step, so each step
-// paid a page fault for every 4 KiB of them (about 40% of a 100M-parameter
-// FULL_SHARD step on 2 ranks; bench/HISTORY.md). CUDA's caching allocator
+// paid a page fault for every 4 KiB of them, a large share of a sharded
+// step. CUDA's caching allocator
 // keeps freed blocks for the GPU; this pool does it for these buffers on
 // the CPU (every size: one rule, and the small buffers of tests take the
 // same path as a large model's). Other devices' buffers come from their

@@ -93,9 +93,8 @@ ChunkedRing::ChunkedRing(std::shared_ptr<::gloo::Context> context, ReadMode& rea
 // Gloo sizes a pair's send buffer to the largest message sent on it so far.
 // Were the first large call an all_reduce of 256 KiB, its 128 KiB messages
 // would leave the buffer too small for the 256 KiB chunks of every later call,
-// whose writes would then wait on the peer in mid-message (a sweep starting at
-// that size: 16 MiB all_reduce 14-18 ms instead of 5-7 ms). One message of the
-// largest size fixes the size for good. Rank 0 writes first and every other
+// whose writes would then wait on the peer in mid-message, taking several
+// times as long. One message of the largest size fixes the size for good. Rank 0 writes first and every other
 // rank reads first, so no write waits on a peer that is itself writing.
 void ChunkedRing::size_send_buffers() {
   std::vector<uint8_t> message(kBroadcastChunkBytes);

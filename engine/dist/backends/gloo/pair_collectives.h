@@ -31,14 +31,12 @@ namespace engine::dist::gloo {
 // same bits), all_gather copies them out. Larger calls, and every broadcast,
 // go through a ChunkedRing, in bounded messages. A broadcast is a chain from
 // the root, which only sends, so the root does not wait for its peers and
-// back-to-back broadcasts overlap (4 KiB on 2 ranks of this VM: 11-27 us,
-// against 41-121 us as a gather ring that every rank waits on).
+// back-to-back broadcasts overlap, where a gather ring makes every rank wait.
 //
 // Why: c10d's ProcessGroupGloo runs Gloo's newer algorithms, whose unbound
 // buffers handshake before the data moves, and whose device thread hands
-// every message to the waiting thread; on 2 ranks of a 2-core VM a 4 KiB
-// all_reduce takes ~260 us there and ~50 us here, and a 16 MiB all_reduce,
-// all_gather and broadcast are 1.1-2x faster here.
+// every message to the waiting thread. Both cost time on every message
+// (docs/backends.md compares the two).
 //
 // Gather rings are built per byte size and reused: a ring's constructor takes
 // Gloo slots, so every rank must build the same rings in the same order,
@@ -55,7 +53,7 @@ class PairCollectives {
   // reduce_scatter and all_gather with blocks from this size go through a
   // staging area, on 2 to kMaxStagedRanks ranks (the area holds 2 chunks
   // per rank per rank) when they share a machine. Below it a call is bound by
-  // one message's latency either way (bench/HISTORY.md, session 33).
+  // one message's latency either way.
   static constexpr size_t kMinStagedBlockBytes = 64 * 1024;
   static constexpr int kMaxStagedRanks = 16;
 

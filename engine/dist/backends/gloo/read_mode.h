@@ -12,9 +12,7 @@ namespace engine::dist::gloo {
 //
 // Why: a thread that blocks between messages idles its core, and on a VM an
 // idle core goes back to the hypervisor, which takes tens of microseconds to
-// wake it for the next message. An 8.4 MB all_reduce after a 15 ms pause
-// (asleep or computing) took 4.3-7.2 ms blocking and 3.5-3.8 ms spinning
-// (2 ranks, 2 cores).
+// wake it for the next message, and every message of a call pays it.
 // Spinning only while the caller waits keeps the spin off the core the
 // caller's own work needs (DDP's backward, while its first buckets are
 // reduced); with more ranks than cores a spinning rank would take the core

@@ -18,8 +18,7 @@ namespace engine::dist::gloo {
 //
 // Why: a chunk that travels through a socket is copied twice by the kernel
 // and costs a system call on each side; through the area it is copied once
-// in user space on each side (16 MiB reduce_scatter on 2 ranks: 1.8 ms
-// against 3.5 ms through the ring, medians; bench/HISTORY.md).
+// in user space on each side.
 //
 // The messages cannot block a write: a rank writes at most one word per
 // chunk to each peer and reads every peer's word for that chunk before it

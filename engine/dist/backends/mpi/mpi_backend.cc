@@ -86,9 +86,9 @@ std::function<void()> unpacking(const at::Tensor& buffer, std::vector<at::Tensor
 }
 
 // Open MPI's libnbc picks a binomial tree (reduce, then broadcast) for every
-// in-place MPI_Iallreduce and for fewer than 4 ranks: 2.5x slower than its
-// ring at 16 MiB on 2 ranks, and no faster for small sizes (bench/HISTORY.md).
-// The ring is the default here; an OMPI_MCA_ value the user set wins.
+// in-place MPI_Iallreduce and for fewer than 4 ranks, which is slower than
+// its ring for large tensors and no faster for small ones. The ring is the
+// default here; an OMPI_MCA_ value the user set wins.
 void choose_nonblocking_algorithms() {
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "ring", /*overwrite=*/0);
 }
@@ -259,7 +259,7 @@ WorkPtr MpiBackend::broadcast(at::Tensor& tensor, int root) {
   const auto type = datatype_of(tensor.scalar_type(), world_rank_);
   MPI_Request request;
   if (size_ == 2) {
-    // One message: libnbc's schedule around it only costs (bench/HISTORY.md).
+    // One message: libnbc's schedule around it only adds cost.
     const int peer = 1 - rank_;
     check(rank_ == root ? MPI_Isend(data(tensor), count_of(tensor), type, peer, kBroadcastTag,
                                     exchange_comm_, &request)
@@ -347,8 +347,7 @@ WorkPtr MpiBackend::exchanged_all_gather(at::Tensor& output, const at::Tensor& i
   auto* slots = static_cast<char*>(data(output));
   MpiWork::Requests requests = exchange(input, slots, kAllGatherTag, "all_gather");
   // This rank's own block is copied once the messages are through: copied
-  // before, it delays the answers to the peers' rendezvous (about 4% at
-  // 256 KiB on 2 ranks, bench/HISTORY.md).
+  // before, it delays the answers to the peers' rendezvous.
   auto copy_own_block = [mine = slots + rank_ * bytes, from = data(input), bytes] {
     if (bytes > 0) std::memcpy(mine, from, bytes);
   };

@@ -11,49 +11,35 @@
 
 namespace engine::dist::mpi {
 
-// The engine's Backend on Open MPI, used directly: every collective is MPI's
-// nonblocking one (MPI_Iallreduce, ...; all_gather and broadcast on 2 ranks
-// see below), so every call returns at once with a Work over its requests.
-// Registered as "mpi"; creating the first one initializes MPI
-// (MPI_THREAD_MULTIPLE) and MPI is finalized at exit.
+// The engine's Backend on Open MPI, used directly. Registered as "mpi";
+// creating the first one initializes MPI (MPI_THREAD_MULTIPLE), and MPI is
+// finalized at exit. Every collective returns at once with a Work over
+// nonblocking requests.
 //
-// all_gather on up to 8 ranks, with blocks below 1 MiB, is a direct exchange
-// of point-to-point messages (every rank's block goes from its input straight
-// into every other rank's output): libnbc's MPI_Iallgather schedule costs 2-3x
-// the blocking MPI_Allgather there (bench/HISTORY.md), the exchange costs the
-// same. From 1 MiB blocks libnbc's is the faster of the two (5-10% at 16 MiB
-// on 2 ranks), except in the jobs where it runs 1.3-1.6x slower throughout,
-// which plain MPI programs see too (eleventh figures): the exchange has no
-// such jobs but is the slower one in the others.
-// Likewise a broadcast on 2 ranks is one MPI_Isend/MPI_Irecv, and a small
-// all_reduce on up to 8 ranks (a rank receives at most 64 KiB) is an
-// exchange of whole tensors that every rank then reduces itself, in rank
-// order: one round of messages where libnbc's ring takes several (0.7-0.9x
-// its time from 8 to 32 KiB on 2 ranks, bench/HISTORY.md). reduce_scatter on
-// up to 8 ranks (both forms, for the ops the engine's kernel reduces) is an
-// exchange too: each rank sends block p of its input to rank p and reduces
-// the blocks it receives, in rank order, the first of them received into
-// the output itself. Open MPI's own reduce_scatter_block moves and reduces
-// far more (16 MiB on 2 ranks: 7.3-8.2 ms blocking, about 1.3 ms here).
-// These messages travel on a communicator of their own, apart from the
-// user's send/recv. On ranks that share one machine, reduce_scatter and
-// all_gather with blocks from 256 KiB go through a staging window of shared
-// memory instead (shared_window.h), made the first time one could: a copy
-// in user space there costs a fraction of Open MPI's kernel copy between
-// processes (16 MiB reduce_scatter on 2 ranks: 0.6-0.8x the exchange's time;
-// its busbw 1.1-1.6x this backend's all_reduce, bench/HISTORY.md). Its
-// reduce_scatter reduces in rank order too. Both paths read a list's
-// blocks where they lie (those under the output are copied first), as the
-// tensor form's views of its input; a list of other shapes travels packed.
+// Where MPI's own nonblocking collective is slow, a collective travels
+// another way (docs/backends.md has the measurements behind each rule):
+// - all_reduce on up to 8 ranks, where a rank receives at most 64 KiB: every
+//   rank sends its whole tensor to every other and reduces them itself.
+// - all_gather on up to 8 ranks with blocks under 1 MiB: every block goes by
+//   point-to-point message from its input into every other rank's output.
+// - broadcast on 2 ranks: one MPI_Isend/MPI_Irecv.
+// - reduce_scatter on up to 8 ranks (both forms, for the ops the engine's
+//   kernel reduces): each rank sends block p of its input to rank p, which
+//   reduces what it receives into its output.
+// - reduce_scatter and all_gather with blocks from 256 KiB between ranks of
+//   one machine: through a staging window of shared memory
+//   (shared_window.h), made the first time one could.
+// These exchanges use a communicator of their own, apart from the user's
+// send/recv. A list's blocks are read where they lie (those under the
+// output are copied first); a list of other shapes travels packed.
 //
-// What it guarantees: results as MPI computes them (sums in MPI's order, so
-// floating sums may differ in the last bit from the simulator's rank order;
-// integer and exactly representable results are identical), except the
-// exchanged all_reduce and the exchanged and staged reduce_scatter, which
-// reduce in the simulator's rank order; a
-// missing rank surfaces as a Timeout from Work::wait after the backend's
-// timeout, after which the job must end (MPI cannot cancel a started
-// collective).
+// Guarantees: results as MPI computes them (sums in MPI's order, so floating
+// sums may differ in the last bit from the simulator's rank order; integer
+// and exactly representable results are identical), except the exchanged
+// all_reduce and the exchanged and staged reduce_scatter, which reduce in
+// the simulator's rank order. A missing rank surfaces as a Timeout from
+// Work::wait after the backend's timeout; the job must then end, since MPI
+// cannot cancel a started collective.
 class MpiBackend : public Backend {
  public:
   // Takes ownership of `comm`. `world_rank`: this process's rank in the
