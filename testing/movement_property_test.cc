@@ -191,3 +191,38 @@ HARNESS_PROP(SendRecv, RingShiftDeliversEveryTensorToItsNeighbour, ()) {
     RC_ASSERT(cases::bit_equal(results[c.members[k]], table[previous(k)][0]));
   }
 }
+
+// Two sends to the same rank under different tags, received in the other
+// order: each recv gets the send of its own tag. nccl has no tags (Backend's
+// contract), so there the first recv gets the first send, whatever its tag.
+HARNESS_PROP(SendRecv, ARecvMatchesTheSendOfItsTagNotTheFirstOne, ()) {
+  TensorCase c = *cases::tensor_case({});
+  c.world_size = std::max(c.world_size, 2);
+  c.members.clear();
+  for (int r = 0; r < c.world_size; ++r) c.members.push_back(r);
+  const Lists table = table_of(c);
+  const int first_tag = *rc::gen::inRange(0, 100);
+  const int second_tag = first_tag + *rc::gen::inRange(1, 100);
+  const bool tags_match = harness::backend() != "nccl";
+  const int n = c.world_size;
+  const auto results =
+      run_on_group<std::vector<at::Tensor>>(c, {}, [&](int rank, const dist::GroupPtr&) {
+        const int next = (rank + 1) % n;
+        const int previous = (rank + n - 1) % n;
+        dist::WorkPtr first = dist::send_async(table[rank][0], next, first_tag);
+        dist::WorkPtr second = dist::send_async(table[rank][1], next, second_tag);
+        std::vector<at::Tensor> in{at::zeros(c.shape, at::TensorOptions(c.dtype)),
+                                   at::zeros(c.shape, at::TensorOptions(c.dtype))};
+        dist::recv(in[1], previous, second_tag);
+        dist::recv(in[0], previous, first_tag);
+        first->wait();
+        second->wait();
+        return in;
+      });
+  for (int r = 0; r < n; ++r) {
+    const int previous = (r + n - 1) % n;
+    const auto& got = results[r];
+    RC_ASSERT(cases::bit_equal(got[1], table[previous][tags_match ? 1 : 0]));
+    RC_ASSERT(cases::bit_equal(got[0], table[previous][tags_match ? 0 : 1]));
+  }
+}

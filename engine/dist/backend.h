@@ -88,7 +88,10 @@ class Backend {
   virtual WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
                              const std::vector<at::Tensor>& inputs) = 0;
   virtual WorkPtr barrier() = 0;
-  // Point to point; a send matches the recv with the same (src, dst, tag), in order.
+  // Point to point. A send matches the recv with the same (src, dst, tag),
+  // in order; so on the simulator, mpi and gloo. nccl has no tags: its
+  // send matches the next recv between the same two ranks, whatever the
+  // tags, as PyTorch's NCCL process group does.
   virtual WorkPtr send(const at::Tensor& tensor, int dst, int tag) = 0;
   virtual WorkPtr recv(at::Tensor& tensor, int src, int tag) = 0;
 

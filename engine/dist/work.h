@@ -24,7 +24,14 @@ class Work {
   virtual bool is_completed() = 0;
 
   // Blocks until the operation finished and rethrows its error, if any.
-  // Throws Timeout if it has not finished within `timeout`.
+  // Throws Timeout if it has not finished within `timeout` (kNoTimeout: the
+  // backend's own timeout). A Timeout does not cancel the operation: it
+  // stays in flight, and a later wait completes it once the ranks it waits
+  // for have made their calls. The exception is a gloo send or recv, which
+  // Gloo ends at the Timeout, closing the group's connections: a later
+  // wait rethrows the Timeout. No backend can cancel a collective, so where
+  // the missing rank never comes the group stays blocked and the job
+  // should end.
   virtual void wait(std::chrono::milliseconds timeout = kNoTimeout) = 0;
 
   // The operation's error once completed, else nullptr.

@@ -29,8 +29,8 @@ struct WaitPolicy {
 //
 // Open MPI makes progress only inside MPI calls, so is_completed() and wait()
 // test the requests. wait(timeout) gives up with Timeout after `timeout`
-// (kNoTimeout: the policy's default); MPI cannot cancel a collective, so
-// after a timeout the communicator is unusable and the job should end.
+// (kNoTimeout: the policy's default) and leaves the requests in flight, as
+// Work::wait says: a later wait completes them.
 class MpiWork : public Work {
  public:
   // Inline room for what most calls have (one request; a tensor or two):
