@@ -21,6 +21,9 @@ struct BackendOptions {
   // Non-empty: a launcher hosts the store; join it under this key prefix
   // (LaunchSpec::agent_store_prefix).
   std::string agent_store_prefix;
+  // The launcher's LibTorch, "MAJOR.MINOR" (LaunchSpec::store_libtorch);
+  // empty when unknown.
+  std::string store_libtorch;
   std::chrono::milliseconds timeout = std::chrono::minutes(30);  // torch.distributed default
 };
 

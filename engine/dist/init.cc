@@ -27,6 +27,7 @@ LaunchSpec init_dist(const std::string& launcher, const std::string& backend,
   backend_options.master_addr = spec.master_addr;
   backend_options.master_port = spec.master_port;
   backend_options.agent_store_prefix = spec.agent_store_prefix;
+  backend_options.store_libtorch = spec.store_libtorch;
   backend_options.timeout = options.timeout;
   auto world = create_backend(backend, backend_options);
   const char* debug = std::getenv("DIST_ENGINE_DEBUG");

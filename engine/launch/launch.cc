@@ -103,6 +103,8 @@ LaunchSpec from_pytorch(const Environment& env, const LaunchOptions& options) {
     spec.agent_store_prefix =
         "/worker/attempt_" +
         std::to_string(number(spec.launcher, env, "TORCHELASTIC_RESTART_COUNT", 0));
+    if (const std::string* libtorch = find(env, "DIST_ENGINE_STORE_LIBTORCH"))
+      spec.store_libtorch = *libtorch;
   }
   return spec;
 }

@@ -35,6 +35,9 @@ struct LaunchSpec {
   // ("/worker/attempt_<TORCHELASTIC_RESTART_COUNT>", as torch.distributed
   // does) so that a restarted attempt never reads the keys of an earlier one.
   std::string agent_store_prefix;
+  // Under engine-launch: the LibTorch ("MAJOR.MINOR") whose c10d store the
+  // launcher hosts (DIST_ENGINE_STORE_LIBTORCH); empty otherwise.
+  std::string store_libtorch;
 
   // RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_PORT
   // and (when known) MASTER_ADDR, as torchrun sets them: what the process
@@ -54,7 +57,8 @@ struct LaunchOptions {
 // - pytorch: RANK, WORLD_SIZE, LOCAL_RANK (required), LOCAL_WORLD_SIZE
 //   (default: WORLD_SIZE), GROUP_RANK (default: RANK / LOCAL_WORLD_SIZE),
 //   MASTER_ADDR, MASTER_PORT; TORCHELASTIC_USE_AGENT_STORE and
-//   TORCHELASTIC_RESTART_COUNT under torchrun.
+//   TORCHELASTIC_RESTART_COUNT under torchrun; DIST_ENGINE_STORE_LIBTORCH
+//   under engine-launch.
 // - mpi: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE (required),
 //   MASTER_ADDR, MASTER_PORT.
 // - slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODELIST

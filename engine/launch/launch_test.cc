@@ -76,6 +76,9 @@ TEST(LaunchSpec, TorchrunAgentStoreIsJoinedPerAttempt) {
   EXPECT_EQ(launch_spec("pytorch", env).agent_store_prefix, "/worker/attempt_0");
   env["TORCHELASTIC_RESTART_COUNT"] = "2";
   EXPECT_EQ(launch_spec("pytorch", env).agent_store_prefix, "/worker/attempt_2");
+  EXPECT_EQ(launch_spec("pytorch", env).store_libtorch, "");
+  env["DIST_ENGINE_STORE_LIBTORCH"] = "2.14";  // engine-launch
+  EXPECT_EQ(launch_spec("pytorch", env).store_libtorch, "2.14");
   env["TORCHELASTIC_RESTART_COUNT"] = "x";
   EXPECT_TRUE(has(error_of([&] { launch_spec("pytorch", env); }),
                   "TORCHELASTIC_RESTART_COUNT='x' is not a non-negative whole number"));

@@ -1,5 +1,6 @@
 #include "tools/launch/job_store.h"
 
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +42,10 @@ std::chrono::milliseconds millis(double seconds) {
 }
 
 }  // namespace
+
+std::string JobStore::libtorch_version() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
+}
 
 JobStore::JobStore(const Plan& plan) : plan_(plan) {
   c10d::TCPStoreOptions options;

@@ -32,6 +32,9 @@ class JobStore {
   // plan.join_timeout_seconds (the launchers may start in any order).
   explicit JobStore(const Plan& plan);
 
+  // The LibTorch whose store protocol this launcher speaks, "MAJOR.MINOR".
+  static std::string libtorch_version();
+
   // Joins `attempt` and returns the nodes that run it, in order. Node 0
   // starts it once every node joined, or once plan.min_nodes did and the
   // others have not within plan.last_call_seconds; the others wait for that

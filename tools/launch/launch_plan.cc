@@ -126,6 +126,7 @@ std::map<std::string, std::string> rank_environment(const Plan& plan, int local_
       {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
   if (!plan.watch_dir.empty()) env["DIST_ENGINE_WATCH_DIR"] = plan.watch_dir;
   if (!plan.snapshot_dir.empty()) env["DIST_ENGINE_SNAPSHOT_DIR"] = plan.snapshot_dir;
+  if (!plan.store_libtorch.empty()) env["DIST_ENGINE_STORE_LIBTORCH"] = plan.store_libtorch;
   return env;
 }
 

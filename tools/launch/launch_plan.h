@@ -43,6 +43,9 @@ struct Plan {
   // The job's snapshot folder, DIST_ENGINE_SNAPSHOT_DIR (set by the
   // supervisor on one node).
   std::string snapshot_dir;
+  // The LibTorch (MAJOR.MINOR) of the launchers, whose c10d store the ranks
+  // join, as DIST_ENGINE_STORE_LIBTORCH (set by the supervisor).
+  std::string store_libtorch;
   std::vector<std::string> command;
 };
 
@@ -55,7 +58,8 @@ Plan parse_plan(const std::vector<std::string>& args);
 // TORCHELASTIC_USE_AGENT_STORE=True: the ranks join the store that node 0's
 // launcher hosts at MASTER_ADDR:MASTER_PORT, under the attempt's prefix;
 // with a watch folder, DIST_ENGINE_WATCH_DIR; with a snapshot folder,
-// DIST_ENGINE_SNAPSHOT_DIR.
+// DIST_ENGINE_SNAPSHOT_DIR; with the store's LibTorch,
+// DIST_ENGINE_STORE_LIBTORCH.
 std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick).

@@ -30,11 +30,14 @@ TEST(ParsePlan, TheLaunchersFoldersReachTheRanks) {
   Plan plan = parse_plan({"train"});
   EXPECT_EQ(rank_environment(plan, 0).count("DIST_ENGINE_SNAPSHOT_DIR"), 0);
   EXPECT_EQ(rank_environment(plan, 0).count("DIST_ENGINE_WATCH_DIR"), 0);
+  EXPECT_EQ(rank_environment(plan, 0).count("DIST_ENGINE_STORE_LIBTORCH"), 0);
   plan.snapshot_dir = "/dev/shm/engine-launch-a";
+  plan.store_libtorch = "2.14";
   plan.watch_dir = "/tmp/engine-launch-b/attempt_0";
   const auto env = rank_environment(plan, 0);
   EXPECT_EQ(env.at("DIST_ENGINE_SNAPSHOT_DIR"), "/dev/shm/engine-launch-a");
   EXPECT_EQ(env.at("DIST_ENGINE_WATCH_DIR"), "/tmp/engine-launch-b/attempt_0");
+  EXPECT_EQ(env.at("DIST_ENGINE_STORE_LIBTORCH"), "2.14");
 }
 
 TEST(ParsePlan, ElasticNodesAndTheRanksOfAnAttempt) {

@@ -293,6 +293,7 @@ std::string describe(const Failure& failure) {
 int supervise_with_restarts(Plan plan) {
   if (plan.master_port == 0) plan.master_port = free_port();  // one node (parse_plan)
   JobStore store(plan);
+  plan.store_libtorch = JobStore::libtorch_version();
   WatchFolders folders;
   // One node's ranks share its memory; snapshots across nodes are not done.
   std::optional<TemporaryFolder> snapshots;
