@@ -1,8 +1,9 @@
 #include "engine/dist/backends/store/tcp_store.h"
 
+#include <torch/version.h>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
 
 #include "engine/dist/errors.h"
 

@@ -1,10 +1,10 @@
 #include "engine/dist/backends/store/tcp_store.h"
 
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
 #include <string>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "engine/dist/errors.h"
 
@@ -53,8 +53,7 @@ TEST(TcpStore, RefusesALaunchersStoreOfAnotherMajorVersionBeforeConnecting) {
     const std::string what = error.what();
     EXPECT_EQ(what.rfind("[rank 3] ", 0), 0u) << what;
     EXPECT_NE(what.find("LibTorch " + other), std::string::npos) << what;
-    EXPECT_NE(what.find("Build engine-launch against this process's LibTorch"),
-              std::string::npos)
+    EXPECT_NE(what.find("Build engine-launch against this process's LibTorch"), std::string::npos)
         << what;
   }
 }
