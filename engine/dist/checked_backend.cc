@@ -5,9 +5,11 @@
 #include <array>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 
 #include "engine/dist/describe.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/forwarding_backend.h"
 
 namespace engine::dist {
 namespace {
@@ -52,67 +54,35 @@ std::string describe(const Fingerprint& f) {
   return out + ")";
 }
 
-class CheckedBackend : public Backend {
+int kind_index(const char* kind) {
+  for (size_t i = 0; i < kKinds.size(); ++i) {
+    if (std::strcmp(kKinds[i], kind) == 0) return static_cast<int>(i);
+  }
+  throw std::logic_error(std::string("debug check: no fingerprint for the call kind ") + kind);
+}
+
+class CheckedBackend : public ForwardingBackend {
  public:
-  explicit CheckedBackend(std::shared_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  explicit CheckedBackend(std::shared_ptr<Backend> inner) : ForwardingBackend(std::move(inner)) {}
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::string name() const override { return inner_->name(); }
-  at::Device comm_device() const override { return inner_->comm_device(); }
+  // Every all_reduce goes through around(), never through node-shared buffers.
+  std::optional<std::chrono::milliseconds> node_shared_wait() const override {
+    return std::nullopt;
+  }
 
-  WorkPtr all_reduce(at::Tensor& t, ReduceOp op) override {
-    check(0, t, static_cast<int>(op), -1);
-    return inner_->all_reduce(t, op);
-  }
-  WorkPtr broadcast(at::Tensor& t, int root) override {
-    check(1, t, -1, root);
-    return inner_->broadcast(t, root);
-  }
-  WorkPtr reduce(at::Tensor& t, int root, ReduceOp op) override {
-    check(2, t, static_cast<int>(op), root);
-    return inner_->reduce(t, root, op);
-  }
-  WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) override {
-    check(3, input, -1, -1);
-    return inner_->all_gather(outputs, input);
-  }
-  WorkPtr all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) override {
-    check(3, input, -1, -1);
-    return inner_->all_gather_into_tensor(output, input);
-  }
-  WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) override {
-    check(4, input, -1, root);
-    return inner_->gather(outputs, input, root);
-  }
-  WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) override {
-    check(5, output, -1, root);
-    return inner_->scatter(output, inputs, root);
-  }
-  WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
-                         ReduceOp op) override {
-    check(6, output, static_cast<int>(op), -1);
-    return inner_->reduce_scatter(output, inputs, op);
-  }
-  WorkPtr reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, ReduceOp op) override {
-    check(6, output, static_cast<int>(op), -1);
-    return inner_->reduce_scatter_tensor(output, input, op);
-  }
-  WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
-                     const std::vector<at::Tensor>& inputs) override {
-    check(7, inputs.at(0), -1, -1);
-    return inner_->all_to_all(outputs, inputs);
-  }
-  WorkPtr barrier() override {
-    check(8, at::Tensor(), -1, -1);
-    return inner_->barrier();
-  }
-  WorkPtr send(const at::Tensor& t, int dst, int tag) override { return inner_->send(t, dst, tag); }
-  WorkPtr recv(at::Tensor& t, int src, int tag) override { return inner_->recv(t, src, tag); }
   std::shared_ptr<Backend> split(const std::vector<int>& ranks) override {
-    check(9, at::Tensor(), -1, -1, ranks);
-    auto group = inner_->split(ranks);
+    check(kind_index("new_group"), at::Tensor(), -1, -1, ranks);
+    auto group = inner().split(ranks);
     return group ? with_call_checks(std::move(group)) : nullptr;
+  }
+
+ protected:
+  // Point-to-point calls are not checked: only two ranks take part.
+  WorkPtr around(const Call& call, const std::function<WorkPtr()>& start) override {
+    if (!call.point_to_point())
+      check(kind_index(call.kind), *call.like, call.op ? static_cast<int>(*call.op) : -1,
+            call.root);
+    return start();
   }
 
  private:
@@ -121,9 +91,9 @@ class CheckedBackend : public Backend {
              const std::vector<int>& ranks = {}) {
     const Fingerprint mine = fingerprint(kind, ++seq_, like, op, root, ranks);
     const at::Tensor packed = at::tensor(at::ArrayRef<int64_t>(mine.data(), mine.size()), at::kLong)
-                                  .to(inner_->comm_device());
+                                  .to(inner().comm_device());
     at::Tensor all = packed.new_empty({size(), packed.numel()});
-    inner_->all_gather_into_tensor(all, packed)->wait();
+    inner().all_gather_into_tensor(all, packed)->wait();
     all = all.cpu();
     if (all.eq(all[0]).all().item<bool>()) return;
     std::string message = "debug check: ranks called different collectives on this group:";
@@ -137,7 +107,6 @@ class CheckedBackend : public Backend {
                                   "collectives (kind, dtype, shape, op, root) in order"));
   }
 
-  std::shared_ptr<Backend> inner_;
   int64_t seq_ = 0;
 };
 

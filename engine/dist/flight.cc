@@ -7,6 +7,7 @@
 
 #include "engine/dist/context.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/forwarding_backend.h"
 
 namespace engine::dist {
 namespace {
@@ -59,82 +60,20 @@ class RecordedWork : public Work {
   bool finished_ = false;
 };
 
-class RecordingBackend : public Backend {
+class RecordingBackend : public ForwardingBackend {
  public:
   RecordingBackend(std::shared_ptr<Backend> inner, std::shared_ptr<flight::Recorder> recorder,
                    std::vector<int> global_ranks, std::string group_id)
-      : inner_(std::move(inner)),
+      : ForwardingBackend(std::move(inner)),
         recorder_(std::move(recorder)),
         global_ranks_(std::move(global_ranks)),
         group_id_(std::move(group_id)),
         group_(recorder_->add_group(global_ranks_, group_id_)) {}
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::string name() const override { return inner_->name(); }
-  at::Device comm_device() const override { return inner_->comm_device(); }
-  std::optional<std::chrono::milliseconds> node_shared_wait() const override {
-    return inner_->node_shared_wait();
-  }
-
-  WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override {
-    return track(collective("all_reduce", tensor, -1, op),
-                 [&] { return inner_->all_reduce(tensor, op); });
-  }
-  WorkPtr broadcast(at::Tensor& tensor, int root) override {
-    return track(collective("broadcast", tensor, root),
-                 [&] { return inner_->broadcast(tensor, root); });
-  }
-  WorkPtr reduce(at::Tensor& tensor, int root, ReduceOp op) override {
-    return track(collective("reduce", tensor, root, op),
-                 [&] { return inner_->reduce(tensor, root, op); });
-  }
-  WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) override {
-    return track(collective("all_gather", input),
-                 [&] { return inner_->all_gather(outputs, input); });
-  }
-  WorkPtr all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) override {
-    return track(collective("all_gather", input),
-                 [&] { return inner_->all_gather_into_tensor(output, input); });
-  }
-  WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) override {
-    return track(collective("gather", input, root),
-                 [&] { return inner_->gather(outputs, input, root); });
-  }
-  WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) override {
-    return track(collective("scatter", output, root),
-                 [&] { return inner_->scatter(output, inputs, root); });
-  }
-  WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
-                         ReduceOp op) override {
-    return track(collective("reduce_scatter", output, -1, op),
-                 [&] { return inner_->reduce_scatter(output, inputs, op); });
-  }
-  WorkPtr reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, ReduceOp op) override {
-    return track(collective("reduce_scatter", output, -1, op),
-                 [&] { return inner_->reduce_scatter_tensor(output, input, op); });
-  }
-  WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
-                     const std::vector<at::Tensor>& inputs) override {
-    return track(collective("all_to_all", inputs.empty() ? at::Tensor() : inputs[0]),
-                 [&] { return inner_->all_to_all(outputs, inputs); });
-  }
-  WorkPtr barrier() override {
-    return track(collective("barrier", at::Tensor()), [&] { return inner_->barrier(); });
-  }
-  WorkPtr send(const at::Tensor& tensor, int dst, int tag) override {
-    return track(point_to_point("send", tensor, dst),
-                 [&] { return inner_->send(tensor, dst, tag); });
-  }
-  WorkPtr recv(at::Tensor& tensor, int src, int tag) override {
-    return track(point_to_point("recv", tensor, src),
-                 [&] { return inner_->recv(tensor, src, tag); });
-  }
-
   std::shared_ptr<Backend> split(const std::vector<int>& ranks) override {
     std::shared_ptr<Backend> part;
     track(collective("new_group", at::Tensor()), [&] {
-      part = inner_->split(ranks);
+      part = inner().split(ranks);
       return completed_work();
     })->wait();
     const std::string id = group_id_ + "." + std::to_string(++splits_);
@@ -142,6 +81,13 @@ class RecordingBackend : public Backend {
     std::vector<int> global;
     for (const int r : ranks) global.push_back(global_rank(r));
     return std::make_shared<RecordingBackend>(std::move(part), recorder_, std::move(global), id);
+  }
+
+ protected:
+  WorkPtr around(const Call& call, const std::function<WorkPtr()>& start) override {
+    return track(call.point_to_point() ? point_to_point(call.kind, *call.like, call.peer)
+                                       : collective(call.kind, *call.like, call.root, call.op),
+                 start);
   }
 
  private:
@@ -180,7 +126,6 @@ class RecordingBackend : public Backend {
     return std::make_shared<RecordedWork>(std::move(work), recorder_, id);
   }
 
-  std::shared_ptr<Backend> inner_;
   std::shared_ptr<flight::Recorder> recorder_;
   std::vector<int> global_ranks_;
   std::string group_id_;
