@@ -34,6 +34,8 @@ set(DIST_ENGINE_SOURCES
     engine/dist/errors.h
     engine/dist/flight.cc
     engine/dist/flight.h
+    engine/dist/forwarding_backend.cc
+    engine/dist/forwarding_backend.h
     engine/dist/group.cc
     engine/dist/group.h
     engine/dist/helpers.cc
@@ -382,6 +384,7 @@ set(DIST_ENGINE_UNIT_TEST_SOURCES
     engine/checkpoint/checkpoint_test.cc
     engine/device/device_test.cc
     engine/dist/backend_registry_test.cc
+    engine/dist/backends/store/tcp_store_test.cc
     engine/dist/describe_test.cc
     engine/dist/init_test.cc
     engine/dist/pickle_test.cc

@@ -24,7 +24,7 @@ BAZEL_STARTUP = os.environ.get("BAZEL_STARTUP_OPTIONS", "").split()
 # build.
 GROUPS = {
     "DIST_ENGINE_SOURCES": "kind(cc_library, //engine/...) except //engine/dist/backends/...",
-    "DIST_ENGINE_STORE_SOURCES": "//engine/dist/backends/store:all",
+    "DIST_ENGINE_STORE_SOURCES": "kind(cc_library, //engine/dist/backends/store:all)",
     "DIST_ENGINE_GLOO_SOURCES": "kind(cc_library, //engine/dist/backends/gloo:all)",
     # The engine's own copy of Gloo, which the gloo backend runs on.
     "DIST_ENGINE_VENDORED_GLOO_SOURCES": "//third_party/gloo:gloo",
@@ -48,7 +48,9 @@ GROUPS = {
     "DIST_ENGINE_BENCH_SOURCES": "kind(cc_library, //tools/bench:all)",
     # The engine's unit tests (one source each, on gtest's main), which the
     # GPU runner's rehearsal runs; the backends' own are built with them.
-    "DIST_ENGINE_UNIT_TEST_SOURCES": "kind(cc_test, //engine/...) except //engine/dist/backends/...",
+    "DIST_ENGINE_UNIT_TEST_SOURCES":
+        "(kind(cc_test, //engine/...) except //engine/dist/backends/...)"
+        " + //engine/dist/backends/store:tcp_store_test",
 }
 
 
