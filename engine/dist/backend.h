@@ -39,6 +39,9 @@ namespace engine::dist {
 //
 // Threads: one thread per rank at a time calls a backend; calls from several
 // threads of one rank must be serialized by the caller.
+//
+// A backend implements the operations it supports; the others throw
+// InvalidArgument at the call, naming the backend and the operation.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -57,11 +60,11 @@ class Backend {
   // tensors are not in CPU memory.
   virtual std::optional<std::chrono::milliseconds> node_shared_wait() const { return std::nullopt; }
 
-  virtual WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) = 0;
-  virtual WorkPtr broadcast(at::Tensor& tensor, int root) = 0;
-  virtual WorkPtr reduce(at::Tensor& tensor, int root, ReduceOp op) = 0;
+  virtual WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op);
+  virtual WorkPtr broadcast(at::Tensor& tensor, int root);
+  virtual WorkPtr reduce(at::Tensor& tensor, int root, ReduceOp op);
   // outputs[r] receives rank r's input.
-  virtual WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) = 0;
+  virtual WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input);
   // all_gather into one tensor (c10d's _allgather_base): `output` is
   // contiguous, of input's dtype, with size() * input.numel() elements, and
   // its r-th block receives rank r's input. A backend that moves one buffer
@@ -70,13 +73,13 @@ class Backend {
   virtual WorkPtr all_gather_into_tensor(at::Tensor& output, const at::Tensor& input);
   // Like all_gather, but only the root's `outputs` are written; elsewhere they
   // are ignored (may be empty).
-  virtual WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) = 0;
+  virtual WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root);
   // Rank r's output receives the root's inputs[r]; `inputs` matter on the root only.
-  virtual WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) = 0;
+  virtual WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root);
   // Rank r's output = reduction over all ranks of their inputs[r]. `output`
   // may be one of `inputs`; the inputs count as they were before the call.
   virtual WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
-                                 ReduceOp op) = 0;
+                                 ReduceOp op);
   // reduce_scatter from one tensor (c10d's _reduce_scatter_base): `input` is
   // contiguous, of output's dtype, with size() * output.numel() elements, and
   // rank r's output = reduction over all ranks of their input's r-th block.
@@ -86,14 +89,14 @@ class Backend {
   virtual WorkPtr reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, ReduceOp op);
   // Rank r's outputs[s] receives rank s's inputs[r]. All tensors share one shape.
   virtual WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
-                             const std::vector<at::Tensor>& inputs) = 0;
-  virtual WorkPtr barrier() = 0;
+                             const std::vector<at::Tensor>& inputs);
+  virtual WorkPtr barrier();
   // Point to point. A send matches the recv with the same (src, dst, tag),
   // in order; so on the simulator, mpi and gloo. nccl has no tags: its
   // send matches the next recv between the same two ranks, whatever the
   // tags, as PyTorch's NCCL process group does.
-  virtual WorkPtr send(const at::Tensor& tensor, int dst, int tag) = 0;
-  virtual WorkPtr recv(at::Tensor& tensor, int src, int tag) = 0;
+  virtual WorkPtr send(const at::Tensor& tensor, int dst, int tag);
+  virtual WorkPtr recv(at::Tensor& tensor, int src, int tag);
 
   // Collective over this group: every rank calls it with the same sorted,
   // distinct `ranks` (ranks of this group). Returns the new group's backend on

@@ -1,7 +1,11 @@
 #include "engine/dist/backend_registry.h"
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
+#include "engine/dist/backend.h"
 #include "engine/dist/errors.h"
 
 namespace engine::dist {
@@ -34,6 +38,50 @@ TEST(BackendRegistry, ANameCanBeRegisteredOnce) {
   register_backend("fake_once", [](const BackendOptions&) { return nullptr; });
   EXPECT_THROW(register_backend("fake_once", [](const BackendOptions&) { return nullptr; }),
                InvalidArgument);
+}
+
+// A backend that implements none of the operations.
+class Bare : public Backend {
+ public:
+  int rank() const override { return 1; }
+  int size() const override { return 2; }
+  std::string name() const override { return "bare"; }
+  std::shared_ptr<Backend> split(const std::vector<int>&) override { return nullptr; }
+};
+
+TEST(Backend, AnOperationTheBackendLacksFailsAtTheCallNamingBoth) {
+  Bare backend;
+  at::Tensor t = at::zeros({2});
+  std::vector<at::Tensor> list{at::zeros({2}), at::zeros({2})};
+  const std::vector<std::pair<std::string, std::function<void()>>> calls = {
+      {"all_reduce", [&] { backend.all_reduce(t, ReduceOp::kSum); }},
+      {"broadcast", [&] { backend.broadcast(t, 0); }},
+      {"reduce", [&] { backend.reduce(t, 0, ReduceOp::kSum); }},
+      {"all_gather", [&] { backend.all_gather(list, t); }},
+      {"gather", [&] { backend.gather(list, t, 0); }},
+      {"scatter", [&] { backend.scatter(t, list, 0); }},
+      {"reduce_scatter", [&] { backend.reduce_scatter(t, list, ReduceOp::kSum); }},
+      {"all_to_all", [&] { backend.all_to_all(list, list); }},
+      {"barrier", [&] { backend.barrier(); }},
+      {"send", [&] { backend.send(t, 0, 0); }},
+      {"recv", [&] { backend.recv(t, 0, 0); }},
+      // The one-buffer forms go through the list forms by default.
+      {"all_gather", [&] { backend.all_gather_into_tensor(t, t.narrow(0, 0, 1)); }},
+      {"reduce_scatter",
+       [&] {
+         at::Tensor out = at::zeros({1});
+         backend.reduce_scatter_tensor(out, t, ReduceOp::kSum);
+       }},
+  };
+  for (const auto& [operation, call] : calls) {
+    try {
+      call();
+      ADD_FAILURE() << operation << " did not throw";
+    } catch (const InvalidArgument& error) {
+      EXPECT_EQ(std::string(error.what()), "group rank 1: the bare backend does not implement " +
+                                               operation + "; use a backend that does");
+    }
+  }
 }
 
 }  // namespace
