@@ -15,7 +15,8 @@
 namespace engine::model::sharding {
 namespace {
 
-void check_one_dtype_and_device(const std::string& unit, const std::vector<UnitParameter>& params) {
+void check_one_dtype_and_device(const std::string& unit,
+                                const std::vector<NamedParameter>& params) {
   for (const auto& param : params) {
     const at::Tensor& first = params.front().tensor;
     if (param.tensor.scalar_type() == first.scalar_type() &&
@@ -31,7 +32,7 @@ void check_one_dtype_and_device(const std::string& unit, const std::vector<UnitP
   }
 }
 
-void check_contiguous(const std::string& unit, const std::vector<UnitParameter>& params) {
+void check_contiguous(const std::string& unit, const std::vector<NamedParameter>& params) {
   for (const auto& param : params) {
     if (param.tensor.is_contiguous()) continue;
     throw dist::InvalidArgument(dist::on_rank(
@@ -70,7 +71,7 @@ void GatheredMeter::add(int64_t bytes) {
 
 void GatheredMeter::remove(int64_t bytes) { current -= bytes; }
 
-FlatUnit::FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
+FlatUnit::FlatUnit(std::string name, std::vector<NamedParameter> params, UnitGroups groups,
                    UnitMemory* memory, Residency residency, UnitCompute compute)
     : name_(std::move(name)),
       params_(std::move(params)),

@@ -12,15 +12,11 @@
 #include "engine/compat/autograd.h"
 #include "engine/dist/group.h"
 #include "engine/dist/work.h"
+#include "engine/model/named_parameter.h"
 #include "engine/model/sharding/buffer_pool.h"
 #include "engine/model/sharding/shard_layout.h"
 
 namespace engine::model::sharding {
-
-struct UnitParameter {
-  std::string name;
-  at::Tensor tensor;  // the module's own parameter; set_data moves it
-};
 
 // The groups a unit's parameters live on. Parameters are sharded over
 // `shard` (nullptr: this rank alone, the parameters stay whole) and
@@ -100,14 +96,14 @@ class FlatUnit {
   // InvalidArgument naming the unit.
   // kWhole needs contiguous parameters and no UnitCompute (InvalidArgument
   // otherwise).
-  FlatUnit(std::string name, std::vector<UnitParameter> params, UnitGroups groups,
+  FlatUnit(std::string name, std::vector<NamedParameter> params, UnitGroups groups,
            UnitMemory* memory, Residency residency = Residency::kSharded, UnitCompute compute = {});
   ~FlatUnit();
   FlatUnit(const FlatUnit&) = delete;
   FlatUnit& operator=(const FlatUnit&) = delete;
 
   const std::string& name() const { return name_; }
-  const std::vector<UnitParameter>& parameters() const { return params_; }
+  const std::vector<NamedParameter>& parameters() const { return params_; }
   const ShardLayout& layout(size_t param) const { return layouts_[param]; }
   const UnitGroups& groups() const { return groups_; }
   bool sharded() const { return shard_size_ > 1; }
@@ -207,7 +203,7 @@ class FlatUnit {
   void add_reduced(const std::vector<bool>& wanted);
 
   std::string name_;
-  std::vector<UnitParameter> params_;
+  std::vector<NamedParameter> params_;
   UnitGroups groups_;
   UnitMemory* memory_;
   Residency residency_;

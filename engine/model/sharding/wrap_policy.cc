@@ -12,9 +12,9 @@ bool listed(const std::vector<const torch::nn::Module*>& modules, const torch::n
   return std::find(modules.begin(), modules.end(), m) != modules.end();
 }
 
-std::vector<UnitParameter> untaken(const torch::nn::Module& module, const std::string& prefix,
-                                   const Taken& taken) {
-  std::vector<UnitParameter> params;
+std::vector<NamedParameter> untaken(const torch::nn::Module& module, const std::string& prefix,
+                                    const Taken& taken) {
+  std::vector<NamedParameter> params;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     if (taken.count(item.value().unsafeGetTensorImpl()) == 0) {
       params.push_back({prefix.empty() ? item.key() : prefix + "." + item.key(), item.value()});
@@ -24,7 +24,7 @@ std::vector<UnitParameter> untaken(const torch::nn::Module& module, const std::s
 }
 
 bool chosen(const WrapPolicy& policy, const torch::nn::Module& module,
-            const std::vector<UnitParameter>& params) {
+            const std::vector<NamedParameter>& params) {
   if (listed(policy.modules, &module)) return true;
   const std::string type = short_type_name(module);
   for (const auto& name : policy.module_types) {
@@ -62,7 +62,7 @@ std::vector<UnitPlan> plan_units(torch::nn::Module& root, const WrapPolicy& poli
   for (size_t k = modules.size(); k-- > 0;) {
     const auto& item = modules[k];
     if (listed(ignored, item.value().get())) continue;
-    std::vector<UnitParameter> params = untaken(*item.value(), item.key(), taken);
+    std::vector<NamedParameter> params = untaken(*item.value(), item.key(), taken);
     if (params.empty() || !chosen(policy, *item.value(), params)) continue;
     for (const auto& param : params) taken.insert(param.tensor.unsafeGetTensorImpl());
     units.push_back({item.key(), item.value().get(), std::move(params)});

@@ -35,7 +35,7 @@ std::string short_type_name(const torch::nn::Module& module);
 struct UnitPlan {
   std::string name;                 // the module's path; "" for the root
   const torch::nn::Module* module;  // the root module for the root unit
-  std::vector<UnitParameter> params;
+  std::vector<NamedParameter> params;
 };
 
 // The units of `root` in forward (registration) order, root first, each with

@@ -33,7 +33,7 @@ constexpr const char* kWrapper = "MMFullyShardedDataParallel";
 // PyTorch's FSDP frees each as its reduce-scatter ends.
 constexpr size_t kReductionsInFlight = 1;
 
-std::vector<at::Tensor> tensors_of(const std::vector<sharding::UnitParameter>& params) {
+std::vector<at::Tensor> tensors_of(const std::vector<NamedParameter>& params) {
   std::vector<at::Tensor> tensors;
   for (const auto& param : params) tensors.push_back(param.tensor);
   return tensors;
@@ -48,7 +48,7 @@ std::vector<torch::nn::Module*> modules_of(torch::nn::Module& root) {
 
 // The modules holding `params` themselves, in registration order.
 std::vector<torch::nn::Module*> owners_of(torch::nn::Module& root,
-                                          const std::vector<sharding::UnitParameter>& params) {
+                                          const std::vector<NamedParameter>& params) {
   std::unordered_set<const c10::TensorImpl*> wanted;
   for (const auto& param : params) wanted.insert(param.tensor.unsafeGetTensorImpl());
   std::vector<torch::nn::Module*> owners;
@@ -150,7 +150,7 @@ MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel
   const dist::GroupPtr& group = group_;
   verify_same_parameters(all_parameters(this->module()), group);
   place_on_device();
-  build_units(group, [&](const std::vector<sharding::UnitParameter>& params) {
+  build_units(group, [&](const std::vector<NamedParameter>& params) {
     initialize_deferred(owners_of(this->module(), params));
     if (options_.sync_module_states) broadcast_from_first_rank(tensors_of(params), group);
   });
@@ -241,7 +241,7 @@ void MMFullyShardedDataParallel::initialize_deferred(
 
 void MMFullyShardedDataParallel::build_units(
     const dist::GroupPtr& group,
-    const std::function<void(const std::vector<sharding::UnitParameter>&)>& before_sharding) {
+    const std::function<void(const std::vector<NamedParameter>&)>& before_sharding) {
   sharding::UnitGroups replicated{nullptr, group, group->size()};
   sharding::UnitGroups sharded{group, nullptr, group->size()};
   if (options_.sharding_strategy == ShardingStrategy::kNoShard) sharded = replicated;
@@ -264,7 +264,7 @@ void MMFullyShardedDataParallel::build_units(
   for (const auto& item : module().named_parameters()) {
     names[item.value().unsafeGetTensorImpl()] = item.key();
   }
-  std::vector<sharding::UnitParameter> ignored;
+  std::vector<NamedParameter> ignored;
   for (const auto* owner : options_.ignored_modules) {
     for (const auto& param : owner->parameters()) {
       ignored.push_back({names.at(param.unsafeGetTensorImpl()), param});

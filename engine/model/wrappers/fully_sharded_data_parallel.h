@@ -246,9 +246,8 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   std::optional<c10::Device> offload_device() const;
   // `before_sharding` sees each unit's parameters, whole, before the unit
   // shards them.
-  void build_units(
-      const dist::GroupPtr& group,
-      const std::function<void(const std::vector<sharding::UnitParameter>&)>& before_sharding);
+  void build_units(const dist::GroupPtr& group,
+                   const std::function<void(const std::vector<NamedParameter>&)>& before_sharding);
   void initialize_deferred(const std::vector<torch::nn::Module*>& modules);
   void cast_buffers();
   TensorDict cast_inputs(const TensorDict& data) const;

@@ -12,14 +12,10 @@
 #include "engine/compat/autograd.h"
 #include "engine/dist/group.h"
 #include "engine/dist/work.h"
+#include "engine/model/named_parameter.h"
 #include "engine/optim/grad_sync.h"
 
 namespace engine::model {
-
-struct NamedParameter {
-  std::string name;
-  at::Tensor tensor;
-};
 
 struct ReducerOptions {
   int64_t first_bucket_cap_bytes = int64_t{1} << 20;

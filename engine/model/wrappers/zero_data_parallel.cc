@@ -39,7 +39,7 @@ FSDPOptions base_options(const ZeroOptions& options) {
 // Buckets of parameters in reverse registration order, listed last bucket
 // first: the base reduces units in the reverse of their order.
 std::vector<sharding::UnitPlan> bucket_units(torch::nn::Module& module, int64_t bucket_size) {
-  std::vector<sharding::UnitParameter> params;
+  std::vector<NamedParameter> params;
   std::vector<BucketInput> inputs;
   for (const auto& item : module.named_parameters()) {
     params.push_back({item.key(), item.value()});
