@@ -23,8 +23,8 @@ ReducerOptions reducer_options(const DDPOptions& options) {
   return reducer;
 }
 
-dist::GroupPtr wrapper_group(const DDPOptions& options, const std::string& wrapper) {
-  dist::GroupPtr group = options.process_group ? options.process_group : dist::get_default_group();
+dist::GroupPtr wrapper_group(const dist::GroupPtr& requested, const std::string& wrapper) {
+  dist::GroupPtr group = requested ? requested : dist::get_default_group();
   if (!group) {
     throw dist::InvalidArgument(wrapper +
                                 " needs an initialised process group: call "
@@ -72,7 +72,7 @@ MMDistributedDataParallel::MMDistributedDataParallel(std::shared_ptr<BaseModel> 
                                                      DDPOptions options)
     : ModelWrapper(std::move(module)),
       options_(std::move(options)),
-      group_(wrapper_group(options_, "MMDistributedDataParallel")) {
+      group_(wrapper_group(options_.process_group, "MMDistributedDataParallel")) {
   reducer_ = std::make_unique<Reducer>(synchronised_parameters(this->module(), group_), group_,
                                        reducer_options(options_));
   optim::attach_grad_sync(this, this);

@@ -30,9 +30,10 @@ struct DDPOptions {
 
 // The reducer options that `options` describes.
 ReducerOptions reducer_options(const DDPOptions& options);
-// The process group `options` names, or the default one; InvalidArgument if
-// the process is not distributed.
-dist::GroupPtr wrapper_group(const DDPOptions& options, const std::string& wrapper);
+// The group a wrapper runs on: `requested`, or the default group when it is
+// null. InvalidArgument, naming `wrapper`, when the process is not
+// distributed or this rank is not in the group.
+dist::GroupPtr wrapper_group(const dist::GroupPtr& requested, const std::string& wrapper);
 
 // mmengine's MMDistributedDataParallel on the engine's reducer. Construction
 // is collective: the parameters are checked to be the same on every rank,

@@ -144,9 +144,7 @@ MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel
 MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module,
                                                        FSDPOptions options, UnitScheme scheme)
     : ModelWrapper(std::move(module)), options_(std::move(options)), scheme_(std::move(scheme)) {
-  DDPOptions group_only;
-  group_only.process_group = options_.process_group;
-  group_ = wrapper_group(group_only, kWrapper);
+  group_ = wrapper_group(options_.process_group, kWrapper);
   const dist::GroupPtr& group = group_;
   verify_same_parameters(all_parameters(this->module()), group);
   place_on_device();

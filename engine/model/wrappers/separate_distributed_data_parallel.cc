@@ -6,7 +6,7 @@ MMSeparateDistributedDataParallel::MMSeparateDistributedDataParallel(
     std::shared_ptr<BaseModel> module, DDPOptions options)
     : ModelWrapper(std::move(module)),
       options_(std::move(options)),
-      group_(wrapper_group(options_, "MMSeparateDistributedDataParallel")) {
+      group_(wrapper_group(options_.process_group, "MMSeparateDistributedDataParallel")) {
   synchronised_parameters(this->module(), group_);
   optim::attach_grad_sync(&this->module(), this);
   for (const auto& child : this->module().named_children()) {
