@@ -1,7 +1,7 @@
 // Every kind of Work ends in a Timeout on the rank that waits when its peer
-// never makes the matching call (testing/work_paths.h); so do the object
+// never makes the matching call (testing/work_kinds.h); so do the object
 // collectives, which wait inside. The simulator completes a call inside it,
-// so the wait is the world's timeout; the same paths in real processes, where
+// so the wait is the world's timeout; the same kinds in real processes, where
 // wait(timeout) itself gives up, are //testing/process:work_timeout_*.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 
 #include "engine/dist/dist.h"
 #include "testing/harness.h"
-#include "testing/work_paths.h"
+#include "testing/work_kinds.h"
 
 namespace dist = engine::dist;
 
@@ -96,7 +96,7 @@ std::vector<std::string> timeouts_on_the_waiter(const std::vector<WaiterCall>& c
 void expect_named_timeouts(const std::vector<WaiterCall>& calls,
                            const std::vector<std::string>& messages) {
   for (size_t i = 0; i < calls.size(); ++i) {
-    EXPECT_TRUE(work_paths::names_only_rank(messages[i], kWaiter, kWorld))
+    EXPECT_TRUE(work_kinds::names_only_rank(messages[i], kWaiter, kWorld))
         << calls[i].name << ": " << messages[i];
     EXPECT_TRUE(contains(messages[i], "300 ms")) << calls[i].name << ": " << messages[i];
   }
@@ -106,9 +106,9 @@ void expect_named_timeouts(const std::vector<WaiterCall>& calls,
 
 TEST(WorkTimeout, EveryKindOfWorkTimesOutOnTheWaiter) {
   std::vector<WaiterCall> calls;
-  for (const auto& path : work_paths::all_paths()) {
-    calls.push_back({path.name, [path](const dist::GroupPtr& group) -> std::function<void()> {
-                       work_paths::Call call = path.prepare(group);
+  for (const auto& kind : work_kinds::all_kinds()) {
+    calls.push_back({kind.name, [kind](const dist::GroupPtr& group) -> std::function<void()> {
+                       work_kinds::Call call = kind.prepare(group);
                        return [call] { call().work->wait(kTimeout); };
                      }});
   }

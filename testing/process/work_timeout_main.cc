@@ -1,4 +1,4 @@
-// Every kind of Work (testing/work_paths.h) in processes: the waiter's
+// Every kind of Work (testing/work_kinds.h) in processes: the waiter's
 // wait(timeout) gives up with a Timeout after its own timeout, far shorter
 // than the backend's, naming the waiter's rank in the world; the work stays
 // pending, and once the late rank makes its calls a second wait completes it
@@ -11,7 +11,7 @@
 // work, whose entries must say the waits failed; "unrecorded" turns the
 // recorder off (DIST_ENGINE_FLIGHT_SIZE=0), leaving the backends' own works.
 // Nothing depends on timing: the late rank comes once the waiter's marker
-// file says it has timed out on every path.
+// file says it has timed out on every kind.
 #include <ATen/ATen.h>
 
 #include <chrono>
@@ -24,7 +24,7 @@
 #include "engine/dist/dist.h"
 #include "testing/process/marker_files.h"
 #include "testing/process/verdict.h"
-#include "testing/work_paths.h"
+#include "testing/work_kinds.h"
 
 namespace {
 
@@ -46,7 +46,7 @@ bool times_out(const std::string& name, const dist::WorkPtr& work) {
     work->wait(kWait);
   } catch (const dist::Timeout& error) {
     const std::string message = error.what();
-    const bool named = work_paths::names_only_rank(message, rank, dist::get_world_size()) &&
+    const bool named = work_kinds::names_only_rank(message, rank, dist::get_world_size()) &&
                        contains(message, "300 ms");
     const bool waited = std::chrono::steady_clock::now() - start >= kWait;
     if (named && waited) return true;
@@ -59,22 +59,22 @@ bool times_out(const std::string& name, const dist::WorkPtr& work) {
   return false;
 }
 
-// The recorder saw each path's wait fail (node-shared calls bypass it,
+// The recorder saw each kind's wait fail (node-shared calls bypass it,
 // engine/dist/node_shared.h).
-bool record_is_right(size_t paths) {
+bool record_is_right(size_t kinds) {
   const auto record = dist::flight_record();
   size_t failed = 0;
   for (const auto& entry : record.entries)
     failed += entry.state == engine::flight::Entry::State::kFailed;
-  const bool right = failed == paths - 1;
+  const bool right = failed == kinds - 1;
   if (!right)
     std::cerr << "flight record: " << failed << " failed of " << record.entries.size() << "\n";
   return right;
 }
 
 // Once the late rank came, a pending work completes with the right results;
-// one that Gloo ended (a receive, see work_paths::Path) keeps its Timeout.
-bool completes_late(const work_paths::Path& path, const work_paths::Waiting& waiting,
+// one that Gloo ended (a receive, see work_kinds::Kind) keeps its Timeout.
+bool completes_late(const work_kinds::Kind& kind, const work_kinds::Waiting& waiting,
                     bool ends_on_timeout) {
   if (ends_on_timeout) {
     try {
@@ -82,29 +82,29 @@ bool completes_late(const work_paths::Path& path, const work_paths::Waiting& wai
     } catch (const dist::Timeout&) {
       return true;
     }
-    std::cerr << path.name << ": Gloo ended it, yet it completed\n";
+    std::cerr << kind.name << ": Gloo ended it, yet it completed\n";
     return false;
   }
   waiting.work->wait();
   if (waiting.results_are_right()) return true;
-  std::cerr << path.name << ": wrong results once the late rank came\n";
+  std::cerr << kind.name << ": wrong results once the late rank came\n";
   return false;
 }
 
-bool wait_then_complete(const std::string& backend, const std::vector<work_paths::Path>& paths,
-                        const std::vector<work_paths::Call>& calls, bool recorded,
+bool wait_then_complete(const std::string& backend, const std::vector<work_kinds::Kind>& kinds,
+                        const std::vector<work_kinds::Call>& calls, bool recorded,
                         const fs::path& marker) {
   bool passed = true;
-  std::vector<work_paths::Waiting> waiting;
+  std::vector<work_kinds::Waiting> waiting;
   for (size_t i = 0; i < calls.size(); ++i) {
     waiting.push_back(calls[i]());
-    passed = times_out(paths[i].name, waiting.back().work) && passed;
+    passed = times_out(kinds[i].name, waiting.back().work) && passed;
   }
-  if (recorded) passed = record_is_right(paths.size()) && passed;
+  if (recorded) passed = record_is_right(kinds.size()) && passed;
   std::ofstream(marker) << "timed out\n";
   for (size_t i = 0; i < waiting.size(); ++i) {
-    const bool ends_on_timeout = backend == "gloo" && paths[i].point_to_point;
-    passed = completes_late(paths[i], waiting[i], ends_on_timeout) && passed;
+    const bool ends_on_timeout = backend == "gloo" && kinds[i].point_to_point;
+    passed = completes_late(kinds[i], waiting[i], ends_on_timeout) && passed;
   }
   return passed;
 }
@@ -113,8 +113,8 @@ bool wait_then_complete(const std::string& backend, const std::vector<work_paths
 // connection of the waiter's group when its receive timed out. The send sees
 // that as a PeerFailure, or completes if it wrote to the socket before the
 // close arrived here; an untyped error or a hang is the failure.
-bool come_late(const std::string& backend, const std::vector<work_paths::Path>& paths,
-               const std::vector<work_paths::Call>& calls, const fs::path& marker) {
+bool come_late(const std::string& backend, const std::vector<work_kinds::Kind>& kinds,
+               const std::vector<work_kinds::Call>& calls, const fs::path& marker) {
   if (!await_files({marker}, std::chrono::minutes(2))) {
     std::cerr << "the waiter never timed out\n";
     return false;
@@ -123,7 +123,7 @@ bool come_late(const std::string& backend, const std::vector<work_paths::Path>& 
     try {
       calls[i]().work->wait();
     } catch (const dist::PeerFailure&) {
-      if (backend != "gloo" || !paths[i].point_to_point) throw;
+      if (backend != "gloo" || !kinds[i].point_to_point) throw;
     }
   }
   return true;
@@ -145,17 +145,17 @@ int main(int argc, char** argv) {
     const std::string backend = argv[1];
     dist::init_dist(backend == "mpi" ? "mpi" : "pytorch", backend, init);
     const int waiter = dist::get_world_size() - 2;
-    const auto paths = work_paths::all_paths();
-    std::vector<work_paths::Call> calls;
-    for (const auto& path : paths) {
+    const auto kinds = work_kinds::all_kinds();
+    std::vector<work_kinds::Call> calls;
+    for (const auto& kind : kinds) {
       const dist::GroupPtr pair = dist::new_group({waiter, waiter + 1});
-      if (pair->is_member()) calls.push_back(path.prepare(pair));
+      if (pair->is_member()) calls.push_back(kind.prepare(pair));
     }
     const fs::path marker = fs::path(std::getenv("TEST_TMPDIR")) / "waiter_timed_out";
     const int rank = dist::get_rank();
     bool passed = true;
-    if (rank == waiter) passed = wait_then_complete(backend, paths, calls, recorded, marker);
-    if (rank == waiter + 1) passed = come_late(backend, paths, calls, marker);
+    if (rank == waiter) passed = wait_then_complete(backend, kinds, calls, recorded, marker);
+    if (rank == waiter + 1) passed = come_late(backend, kinds, calls, marker);
     return all_ranks_passed(passed) ? 0 : 1;
   } catch (const std::exception& error) {
     std::cerr << "work_timeout_main: " << error.what() << "\n";

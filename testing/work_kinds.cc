@@ -1,11 +1,11 @@
-#include "testing/work_paths.h"
+#include "testing/work_kinds.h"
 
 #include <ATen/ATen.h>
 
 #include <memory>
 #include <stdexcept>
 
-namespace work_paths {
+namespace work_kinds {
 namespace {
 
 namespace dist = engine::dist;
@@ -20,8 +20,8 @@ at::Tensor filled(const GroupPtr& group) { return at::full({kNumel}, value_of(gr
 
 bool all_equal(const at::Tensor& t, double value) { return t.eq(value).all().item<bool>(); }
 
-// A path whose call needs nothing prepared.
-Path simple(std::string name, std::function<Waiting(const GroupPtr&)> call) {
+// A kind of Work whose call needs nothing prepared.
+Kind simple(std::string name, std::function<Waiting(const GroupPtr&)> call) {
   return {std::move(name),
           [call](const GroupPtr& group) -> Call { return [call, group] { return call(group); }; }};
 }
@@ -112,7 +112,7 @@ Waiting barrier(const GroupPtr& group) {
 }
 
 // The waiter receives: a small send may complete before it is received
-// (MPI's eager protocol), so a send is not a path that must wait.
+// (MPI's eager protocol), so a send is not a kind of Work that must wait.
 Waiting recv_from_the_late_rank(const GroupPtr& group) {
   if (group->rank() == 1) {
     return {dist::send_async(filled(group), group->global_rank_of(0), 0, group),
@@ -123,19 +123,19 @@ Waiting recv_from_the_late_rank(const GroupPtr& group) {
           [data] { return all_equal(*data, 2); }};
 }
 
-Path point_to_point(Path path) {
-  path.point_to_point = true;
-  return path;
+Kind point_to_point(Kind kind) {
+  kind.point_to_point = true;
+  return kind;
 }
 
 // The mean of a node-shared buffer: the shared-memory work, wrapped for the
 // division.
-Path node_shared_mean() {
+Kind node_shared_mean() {
   return {"node-shared all_reduce mean", [](const GroupPtr& group) -> Call {
             auto buffer =
                 std::make_shared<at::Tensor>(dist::zeros_node_shared(kNumel, at::kFloat, group));
             if (!dist::is_node_shared(*buffer)) {
-              throw std::runtime_error("no node-shared buffer: the path would not be tested");
+              throw std::runtime_error("no node-shared buffer: the kind would not be tested");
             }
             return [buffer, group] {
               buffer->fill_(value_of(group));
@@ -147,7 +147,7 @@ Path node_shared_mean() {
 
 }  // namespace
 
-std::vector<Path> all_paths() {
+std::vector<Kind> all_kinds() {
   return {
       simple("all_reduce", [](const GroupPtr& g) { return all_reduce(g, "sum", 3); }),
       simple("all_reduce mean", [](const GroupPtr& g) { return all_reduce(g, "mean", 1.5); }),
@@ -175,4 +175,4 @@ bool names_only_rank(const std::string& message, int rank, int world_size) {
   return true;
 }
 
-}  // namespace work_paths
+}  // namespace work_kinds

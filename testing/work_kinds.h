@@ -14,11 +14,11 @@
 // a strided tensor back, and a node-shared all_reduce (the flight
 // recorder's wrapping is a property of the run, not of the call).
 //
-// Each path runs on a group of two ranks. Group rank 0 (the waiter) starts
+// Each kind runs on a group of two ranks. Group rank 0 (the waiter) starts
 // its call and waits; group rank 1 (the late rank) makes the matching call
 // only when the test says so. Where a call has a root, the root is chosen so
 // that the waiter cannot finish alone: it receives.
-namespace work_paths {
+namespace work_kinds {
 
 // The waiter's side of a call: the Work, and whether the waiter's results
 // are right once it completed (the late rank's inputs are 2s, the waiter's 1s).
@@ -27,10 +27,10 @@ struct Waiting {
   std::function<bool()> results_are_right;
 };
 
-// One path, set up on both ranks of `group` (collective steps such as
+// One kind, set up on both ranks of `group` (collective steps such as
 // allocating a node-shared buffer happen here), then called on each rank.
 using Call = std::function<Waiting()>;
-struct Path {
+struct Kind {
   std::string name;
   std::function<Call(const engine::dist::GroupPtr& group)> prepare;
   // A send or receive: Gloo ends one whose wait timed out (and closes the
@@ -38,11 +38,11 @@ struct Path {
   bool point_to_point = false;
 };
 
-std::vector<Path> all_paths();
+std::vector<Kind> all_kinds();
 
 // Whether `message` names world rank `rank` ("[rank N]") and none of the
 // other ranks of a world of `world_size`: the waiter's group ranks differ
 // from its world ranks, so a message naming a group rank shows.
 bool names_only_rank(const std::string& message, int rank, int world_size);
 
-}  // namespace work_paths
+}  // namespace work_kinds
