@@ -71,9 +71,17 @@ void MpiWork::wait(std::chrono::milliseconds timeout) {
   // waiting means testing, as MPI_Wait itself does: a few tests back to back
   // (a small message is done within them, and a yield or a clock read costs
   // more than a test), then test and yield the core once per round (a peer
-  // on it gets it at once) while the wait is short; past 50 ms (a straggler,
-  // a missing rank) test every 100 us so that it costs no CPU.
+  // on it gets it at once) for a short spin, then test and sleep. A sleeping
+  // rank leaves its core idle, so the kernel moves a waiting thread onto it
+  // at once: on a machine with other work, the peer this rank waits for may
+  // be queued behind that work on the other core, where a rank that only
+  // yields keeps its own core and the peer waits for a whole time slice.
+  // The spin lasts a millisecond, longer than most calls of a step: a rank
+  // that sleeps through a call of a few hundred microseconds leaves its core
+  // to the hypervisor, which is slow to give it back.
   constexpr int kTestsBeforeYielding = 16;
+  constexpr auto kSpin = std::chrono::milliseconds(1);
+  constexpr auto kSleep = std::chrono::microseconds(50);
   for (int i = 0; i < kTestsBeforeYielding; ++i) {
     if (is_completed()) {
       rethrow_error();
@@ -91,8 +99,8 @@ void MpiWork::wait(std::chrono::milliseconds timeout) {
                              " ms: some rank never made the matching call (or died). MPI "
                              "cannot cancel it, so end the job and look at the other ranks"));
     }
-    if (waited >= std::chrono::milliseconds(50)) {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (waited >= kSpin) {
+      std::this_thread::sleep_for(kSleep);
     } else if (policy_.yield_between_tests) {
       std::this_thread::yield();
     }
