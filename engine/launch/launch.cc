@@ -118,6 +118,18 @@ LaunchSpec from_mpi(const Environment& env, const LaunchOptions& options) {
   return spec;
 }
 
+// The node that holds `rank` when the nodes hold per_node[i] ranks each, in
+// rank order, as srun's block distribution places them; past the last node
+// when the counts hold fewer ranks (the caller's bounds check names it).
+int node_holding(int rank, const std::vector<int>& per_node) {
+  int end = 0;
+  for (size_t node = 0; node < per_node.size(); ++node) {
+    end += per_node[node];
+    if (rank < end) return static_cast<int>(node);
+  }
+  return static_cast<int>(per_node.size());
+}
+
 LaunchSpec from_slurm(const Environment& env, const LaunchOptions& options) {
   LaunchSpec spec;
   spec.launcher = "slurm";
@@ -132,8 +144,7 @@ LaunchSpec from_slurm(const Environment& env, const LaunchOptions& options) {
   const int nodes = static_cast<int>(hosts.size());
   if (const std::string* counts = find(env, "SLURM_TASKS_PER_NODE")) {
     const auto per_node = expand_tasks_per_node(*counts);
-    spec.node_rank =
-        number(spec.launcher, env, "SLURM_NODEID", spec.rank / std::max(per_node[0], 1));
+    spec.node_rank = number(spec.launcher, env, "SLURM_NODEID", node_holding(spec.rank, per_node));
     check_below(spec.launcher, "SLURM_NODEID", spec.node_rank,
                 "the entries of SLURM_TASKS_PER_NODE", static_cast<int>(per_node.size()));
     spec.local_world_size = per_node[spec.node_rank];

@@ -4,6 +4,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "engine/dist/errors.h"
+#include "engine/launch/hostlist.h"
 
 namespace engine::dist {
 namespace {
@@ -155,6 +156,31 @@ TEST(LaunchSpec, SlurmExpandsTheNodeListForTheMasterAddress) {
   env["SLURM_NODELIST"] = "gpu[07-";
   EXPECT_TRUE(
       has(error_of([&] { launch_spec("slurm", env); }), "SLURM_NODELIST='gpu[07-' is malformed"));
+}
+
+// Nodes that hold different numbers of tasks, without SLURM_NODEID (srun
+// sets it; a task started otherwise may not have it): every rank finds the
+// node that holds it, on every node, however the counts differ.
+TEST(LaunchSpec, SlurmUnevenNodesPlaceEveryRankWithoutANodeId) {
+  for (const std::string& counts : {"4,2,4", "2,4(x2)", "1,3", "3,1,2(x2)"}) {
+    const std::vector<int> per_node = expand_tasks_per_node(counts, "SLURM_TASKS_PER_NODE");
+    int world = 0;
+    for (const int n : per_node) world += n;
+    int rank = 0;
+    for (size_t node = 0; node < per_node.size(); ++node) {
+      for (int local = 0; local < per_node[node]; ++local, ++rank) {
+        const Environment env = {{"SLURM_PROCID", std::to_string(rank)},
+                                 {"SLURM_NTASKS", std::to_string(world)},
+                                 {"SLURM_LOCALID", std::to_string(local)},
+                                 {"SLURM_NODELIST", "n[1-" + std::to_string(per_node.size()) + "]"},
+                                 {"SLURM_TASKS_PER_NODE", counts}};
+        const LaunchSpec spec = launch_spec("slurm", env);
+        EXPECT_EQ(spec.node_rank, static_cast<int>(node)) << counts << ", rank " << rank;
+        EXPECT_EQ(spec.local_world_size, per_node[node]) << counts << ", rank " << rank;
+        EXPECT_EQ(spec.local_rank, local) << counts << ", rank " << rank;
+      }
+    }
+  }
 }
 
 }  // namespace
