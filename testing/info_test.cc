@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "engine/dist/dist.h"
+#include "sim/world.h"
 #include "testing/harness.h"
 #include "testing/property.h"
 
@@ -162,6 +163,33 @@ TEST(LocalGroup, MissingUntilInitialisedThenPerNode) {
   for (int r = 0; r < 6; ++r) {
     const int64_t node_sum = (r / 2) * 4 + 1;  // ranks 2k and 2k+1
     EXPECT_EQ(results[r], (std::vector<int64_t>{1, r % 2, 2, node_sum})) << "rank " << r;
+  }
+}
+
+// A rank that names a node it is not on, or sizes that do not divide the
+// world, fails at once with a typed error naming it; the ranks that went on
+// into the groups' creation are told it failed, and nobody hangs.
+TEST(LocalGroup, ArgumentsThatDoNotFitFailOnTheRankThatGaveThem) {
+  const std::vector<std::pair<int, int>> wrong = {{0, 2}, {2, 2}, {-1, 2}, {1, 3}, {0, 0}};
+  for (const auto& [node_rank, num_per_node] : wrong) {
+    sim::WorldOptions options = harness::test_options();
+    options.virtual_time = true;
+    const auto outcome = sim::World(4, options).run_all([&](int rank) {
+      if (rank == 3) {
+        dist::init_local_group(node_rank, num_per_node);
+      } else {
+        dist::init_local_group(rank / 2, 2);
+      }
+    });
+    const std::string call = "init_local_group(node_rank=" + std::to_string(node_rank) +
+                             ", num_per_node=" + std::to_string(num_per_node) + ")";
+    EXPECT_STREQ(sim::error_kind(outcome.errors[3]), "InvalidArgument") << call;
+    EXPECT_EQ(sim::error_message(outcome.errors[3]).rfind("[rank 3] " + call + " does not fit", 0),
+              0u)
+        << sim::error_message(outcome.errors[3]);
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_STREQ(sim::error_kind(outcome.errors[r]), "PeerFailure") << call << ", rank " << r;
+    }
   }
 }
 
