@@ -162,7 +162,7 @@ TEST(LaunchSpec, SlurmExpandsTheNodeListForTheMasterAddress) {
 // sets it; a task started otherwise may not have it): every rank finds the
 // node that holds it, on every node, however the counts differ.
 TEST(LaunchSpec, SlurmUnevenNodesPlaceEveryRankWithoutANodeId) {
-  for (const std::string& counts : {"4,2,4", "2,4(x2)", "1,3", "3,1,2(x2)"}) {
+  for (const std::string counts : {"4,2,4", "2,4(x2)", "1,3", "3,1,2(x2)"}) {
     const std::vector<int> per_node = expand_tasks_per_node(counts, "SLURM_TASKS_PER_NODE");
     int world = 0;
     for (const int n : per_node) world += n;
