@@ -39,7 +39,7 @@ const std::string kMajor = std::to_string(TORCH_VERSION_MAJOR);
 TEST(TcpStore, JoinsALaunchersStoreOfTheSameMajorVersion) {
   const LauncherStore launcher;
   auto store = make_tcp_store(launcher.rank_options(kMajor + ".99"), "gloo");
-  store->set("key", {1, 2});
+  store->set("key", std::vector<uint8_t>{1, 2});
   EXPECT_EQ(launcher.store->get("/worker/attempt_0/key"), (std::vector<uint8_t>{1, 2}));
 }
 
