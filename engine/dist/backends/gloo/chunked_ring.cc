@@ -94,8 +94,9 @@ ChunkedRing::ChunkedRing(std::shared_ptr<::gloo::Context> context, ReadMode& rea
 // Were the first large call an all_reduce of 256 KiB, its 128 KiB messages
 // would leave the buffer too small for the 256 KiB chunks of every later call,
 // whose writes would then wait on the peer in mid-message, taking several
-// times as long. One message of the largest size fixes the size for good. Rank 0 writes first and every other
-// rank reads first, so no write waits on a peer that is itself writing.
+// times as long. One message of the largest size fixes the size for good.
+// Rank 0 writes first and every other rank reads first, so no write waits on
+// a peer that is itself writing.
 void ChunkedRing::size_send_buffers() {
   std::vector<uint8_t> message(kBroadcastChunkBytes);
   auto out = to_next(*context_, gather_slot_, message.data(), message.size());
