@@ -209,10 +209,13 @@ HARNESS_PROP(SendRecv, ARecvMatchesTheSendOfItsTagNotTheFirstOne, ()) {
       run_on_group<std::vector<at::Tensor>>(c, {}, [&](int rank, const dist::GroupPtr&) {
         const int next = (rank + 1) % n;
         const int previous = (rank + n - 1) % n;
-        dist::WorkPtr first = dist::send_async(table[rank][0], next, first_tag);
-        dist::WorkPtr second = dist::send_async(table[rank][1], next, second_tag);
-        std::vector<at::Tensor> in{at::zeros(c.shape, at::TensorOptions(c.dtype)),
-                                   at::zeros(c.shape, at::TensorOptions(c.dtype))};
+        dist::WorkPtr first =
+            dist::send_async(cases::laid_out(table[rank][0], c.contiguous), next, first_tag);
+        dist::WorkPtr second =
+            dist::send_async(cases::laid_out(table[rank][1], c.contiguous), next, second_tag);
+        const at::Tensor zeros = at::zeros(c.shape, at::TensorOptions(c.dtype));
+        std::vector<at::Tensor> in{cases::laid_out(zeros, c.contiguous),
+                                   cases::laid_out(zeros, c.contiguous)};
         dist::recv(in[1], previous, second_tag);
         dist::recv(in[0], previous, first_tag);
         first->wait();
