@@ -1,7 +1,13 @@
 #include "examples/classifier.h"
 
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/normal.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/tensor.h>
 #include <c10/core/GradMode.h>
 #include <torch/nn/functional/loss.h>
 

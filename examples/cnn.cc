@@ -1,6 +1,8 @@
 #include "examples/cnn.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/max_pool2d.h>
+#include <ATen/ops/relu.h>
 
 #include "examples/classifier.h"
 

@@ -1,6 +1,9 @@
 #include "examples/demo.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/tensor.h>
 #include <zlib.h>
 
 #include <csignal>

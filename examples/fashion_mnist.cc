@@ -1,6 +1,9 @@
 #include "examples/fashion_mnist.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/where.h>
 #include <torch/data/datasets/mnist.h>
 #include <zlib.h>
 

@@ -1,6 +1,6 @@
 #include "sim/sim_backend.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,7 @@
 #include "testing/desync_cases.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
 
 #include <stdexcept>
 

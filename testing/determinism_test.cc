@@ -1,7 +1,10 @@
 // Deterministic scheduling: a seed replays one interleaving exactly (the
 // self-check compares two runs' event traces), different seeds try different
 // orders, and a body that depends on something else is caught.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,6 +1,9 @@
 // Failure paths: every one ends in bounded time with a typed error on every
 // rank, naming the ranks involved and the simulator seed. Never a hang.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,6 +1,8 @@
 // Fault plans and the virtual clock: under any plan every rank ends, the
 // survivors with an error that names the faulty rank. Never a hang.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,6 +1,7 @@
 // The flight recorder on the simulator: planted desyncs are diagnosed from
 // the files the ranks write when the mismatch is raised.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,7 +1,9 @@
 // sync_random_seed, all_reduce_dict, all_reduce_params, collect_results and
 // the collectives of host tensors (*_anywhere), including the points where
 // mmengine goes wrong (FACTS.md "Better").
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,6 +1,9 @@
 // Rank and group information, not-distributed semantics, subgroups, the
 // node-local group, master_only, and isolation between thread-ranks.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

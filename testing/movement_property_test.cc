@@ -1,6 +1,8 @@
 // broadcast, all_gather, gather, scatter, all_to_all and send/recv: every
 // rank ends with exactly the bytes the serial picture says.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include "engine/dist/dist.h"

@@ -1,5 +1,7 @@
 // Object collectives move any IValue (through LibTorch's pickler) exactly.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 
 #include "engine/dist/dist.h"

@@ -1,8 +1,16 @@
 // all_reduce, reduce and reduce_scatter (both forms) against a serial reference: exact
 // results, bit-identical on every rank, in place on the caller's tensor; and
 // all_reduce on node-shared buffers, which does not go through the backend.
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

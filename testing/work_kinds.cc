@@ -1,6 +1,8 @@
 #include "testing/work_kinds.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 
 #include <memory>
 #include <stdexcept>

@@ -3,7 +3,7 @@
 // collectives, which wait inside. The simulator completes a call inside it,
 // so the wait is the world's timeout; the same kinds in real processes, where
 // wait(timeout) itself gives up, are //testing/process:work_timeout_*.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
 #include <condition_variable>

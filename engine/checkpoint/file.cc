@@ -1,6 +1,7 @@
 #include "engine/checkpoint/file.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <zlib.h>
 
 #include <algorithm>

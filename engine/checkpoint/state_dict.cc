@@ -1,6 +1,6 @@
 #include "engine/checkpoint/state_dict.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <regex>

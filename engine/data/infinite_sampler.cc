@@ -1,7 +1,10 @@
 #include "engine/data/infinite_sampler.h"
 
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/randperm.h>
 
 #include <string>
 

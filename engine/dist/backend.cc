@@ -1,6 +1,6 @@
 #include "engine/dist/backend.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include "engine/dist/errors.h"
 

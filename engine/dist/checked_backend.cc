@@ -1,6 +1,7 @@
 #include "engine/dist/checked_backend.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 
 #include <array>
 #include <cstring>

@@ -1,6 +1,7 @@
 #include "engine/dist/collectives.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <memory>
 

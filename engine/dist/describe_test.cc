@@ -1,6 +1,7 @@
 #include "engine/dist/describe.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 namespace engine::dist {

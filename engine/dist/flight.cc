@@ -1,6 +1,6 @@
 #include "engine/dist/flight.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstring>
 #include <optional>

@@ -1,6 +1,10 @@
 #include "engine/dist/helpers.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
 #include <stdlib.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 

@@ -1,6 +1,9 @@
 #include "engine/dist/node_shared.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -1,6 +1,9 @@
 #include "engine/dist/objects.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 
 #include "engine/dist/collectives.h"
 #include "engine/dist/info.h"

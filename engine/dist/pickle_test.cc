@@ -1,6 +1,10 @@
 #include "engine/dist/pickle.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
 
 #include <vector>

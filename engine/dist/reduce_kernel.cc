@@ -1,7 +1,7 @@
 #include "engine/dist/reduce_kernel.h"
 
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 

@@ -1,6 +1,6 @@
 #include "engine/flight/recorder.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <chrono>
 #include <cstdlib>

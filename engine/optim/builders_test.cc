@@ -1,6 +1,7 @@
 #include "engine/optim/builders.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 #include <torch/optim/sgd.h>
 

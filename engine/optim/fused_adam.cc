@@ -1,7 +1,9 @@
 #include "engine/optim/fused_adam.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/util/Optional.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/version.h>

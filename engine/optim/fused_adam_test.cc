@@ -1,6 +1,13 @@
 #include "engine/optim/fused_adam.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/sin.h>
 #include <gtest/gtest.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>

@@ -1,6 +1,6 @@
 #include "engine/optim/grad_norm.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <cmath>

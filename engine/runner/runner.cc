@@ -1,6 +1,6 @@
 #include "engine/runner/runner.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>

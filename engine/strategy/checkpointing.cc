@@ -1,5 +1,7 @@
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <iostream>
 

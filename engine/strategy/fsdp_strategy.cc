@@ -1,6 +1,8 @@
 #include "engine/strategy/fsdp_strategy.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>

@@ -7,8 +7,10 @@
 // state by parameter name) and each step's loss and gradient norm to OUT,
 // named as torch_reference.py names its runs.
 //   cross_check INPUTS OUT
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/tensor.h>
 
 #include <fstream>
 #include <iostream>

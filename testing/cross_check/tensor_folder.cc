@@ -1,6 +1,7 @@
 #include "testing/cross_check/tensor_folder.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <filesystem>
 #include <fstream>

@@ -5,7 +5,8 @@
 // within the backend's timeout (with 30 s to spare for a loaded machine: the
 // point is that nothing waits longer), 1 for any other outcome.
 //   link_cut_main BACKEND MARK TIMEOUT_MS     (under srun_on_hosts.sh)
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
 
 #include <chrono>
 #include <fstream>

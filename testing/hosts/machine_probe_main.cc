@@ -11,7 +11,10 @@
 //     are exact on both groups.
 //   machine_probe_main BACKEND [LAUNCHER]    (LAUNCHER: init_dist's, default pytorch)
 // Exits 0 when every rank passed; each failure is printed by its rank.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <unistd.h>
 
 #include <cstdlib>

@@ -4,8 +4,9 @@
 // serial reference on the concatenated batch, and the ranks agree on each
 // verdict (an all_reduce) so that RapidCheck shrinks the same way on all.
 //   ddp_equivalence_main BACKEND      (under mpirun or engine-launch)
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
 #include <rapidcheck.h>
 
 #include <chrono>

@@ -3,8 +3,8 @@
 // writes its flight record, and rank 0 diagnoses the files of all ranks.
 //   desync_main BACKEND DESYNC    (under mpirun or engine-launch;
 //                                  DESYNC: skip or different_call)
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
 
 #include <chrono>
 #include <cstdlib>

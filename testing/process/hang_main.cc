@@ -6,8 +6,9 @@
 // Nothing depends on timing: the absent rank joins only after every other
 // rank has timed out (marker files say so), which also lets the pending
 // collective end (neither MPI nor Gloo can cancel it).
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
 
 #include <chrono>
 #include <cstdlib>

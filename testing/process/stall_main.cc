@@ -7,7 +7,8 @@
 // stuck: each computes (sleeps) for COMPUTE_SECONDS between calls 3 and 4,
 // outside any call, which is no stall.
 //   stall_main BACKEND [computing COMPUTE_SECONDS]    (under engine-launch)
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
 
 #include <chrono>
 #include <cstdlib>

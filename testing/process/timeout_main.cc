@@ -9,7 +9,8 @@
 // marker file says so), so that rank 0 sees a missing rank, not a closed
 // connection. Each rank's exit status is its verdict: after a timeout the
 // ranks share no working collective to agree through.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
 
 #include <chrono>
 #include <cstdlib>

@@ -1,6 +1,7 @@
 #include "testing/process/verdict.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 
 #include "engine/dist/dist.h"
 

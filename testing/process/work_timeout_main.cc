@@ -12,7 +12,7 @@
 // recorder off (DIST_ENGINE_FLIGHT_SIZE=0), leaving the backends' own works.
 // Nothing depends on timing: the late rank comes once the waiter's marker
 // file says it has timed out on every kind.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <chrono>
 #include <cstdlib>

@@ -3,8 +3,11 @@
 // parameters and optimizer state, exactly, and training goes on as the
 // saving run does; a full save loads into DDP and single-device
 // strategies; damaged directories are refused on every rank.
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>

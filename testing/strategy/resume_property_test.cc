@@ -4,8 +4,11 @@
 // (sharded checkpoints).
 // Resumed at another world size, it starts from the saved state and goes on
 // through the data where it stopped.
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randperm.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -3,8 +3,9 @@
 // runs resumed from snapshots end bit-identical.
 #include "engine/snapshot/snapshots.h"
 
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>

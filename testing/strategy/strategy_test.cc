@@ -1,7 +1,10 @@
 #include "engine/strategy/strategy.h"
 
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randint.h>
 #include <gtest/gtest.h>
 #include <torch/optim/sgd.h>
 

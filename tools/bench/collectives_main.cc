@@ -5,8 +5,10 @@
 // Text table on stdout, JSON with --json.
 //
 //   collectives --ranks 4 --ops all_reduce --min-bytes 4K --max-bytes 64M
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/tensor.h>
 
 #include <algorithm>
 #include <chrono>

@@ -7,8 +7,9 @@
 //
 //   engine-launch --nproc-per-node 2 ddp_step --backend gloo --model small
 //   mpirun -n 2 ddp_step --backend mpi --model large
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 #include <torch/optim/sgd.h>
 
 #include <chrono>

@@ -9,8 +9,8 @@
 //   mpirun -np 2 mpi_paired --ops all_reduce,broadcast,all_gather,reduce_scatter_tensor
 //          --min-bytes 4K
 //          --max-bytes 16M --iters 20 --rounds 21
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
 #include <mpi.h>
 
 #include <algorithm>

@@ -10,8 +10,9 @@
 //
 //   engine-launch --nproc-per-node 2 sharded_step --backend gloo --strategy zero2
 //   mpirun -n 2 sharded_step --backend mpi --model xl --strategy full_shard
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 #include <sys/resource.h>
 #include <torch/optim/adam.h>
 

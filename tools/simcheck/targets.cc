@@ -1,6 +1,6 @@
 #include "tools/simcheck/targets.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <rapidcheck.h>
 
 #include <algorithm>

@@ -1,7 +1,9 @@
 #include "engine/checkpoint/sharded/sharded_checkpoint.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/GradMode.h>
 
 #include <cstdio>

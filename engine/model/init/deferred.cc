@@ -1,6 +1,8 @@
 #include "engine/model/init/deferred.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include "engine/dist/errors.h"

@@ -1,6 +1,11 @@
 #include "engine/model/init/init_functions.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 #include <torch/nn/init.h>

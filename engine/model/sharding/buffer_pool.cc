@@ -1,6 +1,7 @@
 #include "engine/model/sharding/buffer_pool.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/CPUAllocator.h>
 
 #include <memory>

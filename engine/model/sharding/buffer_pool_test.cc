@@ -1,6 +1,6 @@
 #include "engine/model/sharding/buffer_pool.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 

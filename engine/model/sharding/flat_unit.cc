@@ -1,6 +1,7 @@
 #include "engine/model/sharding/flat_unit.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/variable.h>
 

@@ -1,6 +1,6 @@
 #include "engine/model/sharding/shard_layout.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 #include "engine/model/wrappers/parameter_sync.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 

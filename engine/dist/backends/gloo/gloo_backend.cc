@@ -1,6 +1,8 @@
 #include "engine/dist/backends/gloo/gloo_backend.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <gloo/common/error.h>
 #include <gloo/transport/tcp/device.h>
 #include <sched.h>

@@ -1,7 +1,8 @@
 #include "engine/dist/backends/mpi/mpi_backend.h"
 
-#include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include <algorithm>

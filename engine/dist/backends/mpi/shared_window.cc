@@ -1,6 +1,6 @@
 #include "engine/dist/backends/mpi/shared_window.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <string>
 #include <vector>

@@ -1,7 +1,8 @@
 #include "engine/dist/backends/nccl/nccl_backend.h"
 
-#include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/utils/tensor_flatten.h>
 
