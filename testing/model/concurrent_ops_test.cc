@@ -3,8 +3,9 @@
 // serial OpenBLAS does not (about 1 concurrent backward in 2000 got wrong
 // gradients): tools/setup.sh installs the thread-safe pthread build, and this
 // test fails if the BLAS in use is not safe.
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <atomic>
 #include <thread>

@@ -3,7 +3,6 @@
 // concatenated batch of N*b.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
-#include <torch/torch.h>
 
 #include "testing/harness.h"
 #include "testing/model/ddp_cases.h"

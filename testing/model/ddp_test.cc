@@ -1,7 +1,10 @@
 // MMDistributedDataParallel's behaviour beyond equivalence: averaging, bucket
 // order and overlap, buffers, no_sync, unused parameters, errors, wrappers.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <set>

@@ -2,7 +2,10 @@
 // is allocated and initialised one module at a time, each unit sharded
 // before the next exists, and ends as the same model initialised eagerly;
 // param_init_fn, device_id and cpu_offload from code and from config.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full_like.h>
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 #include <torch/optim/sgd.h>

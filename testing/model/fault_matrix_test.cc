@@ -5,7 +5,8 @@
 // rank missing), and a run whose faults are only delays must end exactly as
 // a run without faults. Virtual time: the matrix takes no wall-clock timeouts.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/dist/dist.h"
 #include "sim/world.h"

@@ -6,7 +6,8 @@
 // Exact inputs, as in the equivalence properties, cannot tell one order of
 // reduction from another.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
 
 #include "engine/model/base_model.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"

@@ -5,7 +5,11 @@
 // with inputs whose bfloat16 results are exact.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
-#include <torch/torch.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <map>

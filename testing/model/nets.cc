@@ -1,6 +1,11 @@
 #include "testing/model/nets.h"
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/ordered_dict.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/model/batch_norm.h"
 #include "engine/model/unit_call.h"

@@ -2,7 +2,11 @@
 #include "engine/optim/optim_wrapper.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/dist/errors.h"
 #include "engine/model/base_model.h"

@@ -3,7 +3,10 @@
 // the bound limit_all_gathers keeps, and forward prefetching checked
 // against the order rather than assumed.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
 
 #include <string>
 

@@ -7,7 +7,8 @@
 // binary runs in 2 and 4 processes on mpi and gloo (testing/process).
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "testing/harness.h"
 #include "testing/model/sharding_cases.h"

@@ -2,7 +2,10 @@
 // within the root and two units, and the model-state bytes (parameters,
 // gradients, Adam's state) per rank follow the ZeRO formulas.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/optimizer.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
 
 #include <algorithm>
 

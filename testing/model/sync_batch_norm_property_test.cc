@@ -3,7 +3,12 @@
 // gradients; convert/revert keep state and the train/eval flag.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/dist/errors.h"
 #include "engine/model/batch_norm.h"
