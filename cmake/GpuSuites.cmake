@@ -18,16 +18,12 @@ foreach(file IN ITEMS testing/test_main.cc third_party/system/rapidcheck_seed.cc
 endforeach()
 add_library(dist_engine_test_support STATIC ${support_sources})
 target_link_libraries(dist_engine_test_support PUBLIC dist_engine dist_engine_sim GTest::gtest rapidcheck)
-# The executables below compile with the same flags (no -fPIC), so they share
-# this target's precompiled headers.
-target_precompile_headers(dist_engine_test_support PRIVATE cmake/precompiled.h)
 add_library(dist_engine_rapidcheck_seed OBJECT third_party/system/rapidcheck_seed.cc)
 
 # A suite named after the Bazel target it stands for.
 function(dist_engine_suite name source)
   add_executable(${name} ${source} $<TARGET_OBJECTS:dist_engine_rapidcheck_seed> ${ARGN})
   target_link_libraries(${name} PRIVATE dist_engine_test_support)
-  target_precompile_headers(${name} REUSE_FROM dist_engine_test_support)
 endfunction()
 
 dist_engine_suite(movement_property_test testing/movement_property_test.cc testing/test_main.cc)
@@ -47,7 +43,6 @@ foreach(source IN LISTS DIST_ENGINE_UNIT_TEST_SOURCES)
   get_filename_component(name "${source}" NAME_WE)
   add_executable(unit_${name} ${source} $<TARGET_OBJECTS:dist_engine_rapidcheck_seed>)
   target_link_libraries(unit_${name} PRIVATE dist_engine_test_support GTest::gtest_main ZLIB::ZLIB)
-  target_precompile_headers(unit_${name} REUSE_FROM dist_engine_test_support)
   set_target_properties(unit_${name} PROPERTIES OUTPUT_NAME ${name} RUNTIME_OUTPUT_DIRECTORY unit)
 endforeach()
 
