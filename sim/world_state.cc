@@ -122,8 +122,12 @@ bool WorldState::held_back(int rank) const {
   if (info.wake_ms != kNever) {
     return virtual_clock() && virtual_now_ms_ < info.wake_ms;
   }
+  // Ranks that never arrive wait for the rest, not for each other.
   for (int r = 0; r < size_; ++r) {
-    if (r != rank && ranks_[r].status != Status::kExited && ranks_[r].status != Status::kFailed) {
+    const RankInfo& other = ranks_[r];
+    const bool never_arrives = other.status == Status::kHeld && other.wake_ms == kNever;
+    if (r != rank && !never_arrives && other.status != Status::kExited &&
+        other.status != Status::kFailed) {
       return true;
     }
   }

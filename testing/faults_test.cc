@@ -124,6 +124,25 @@ TEST(VirtualTime, ARankThatNeverArrivesTimesTheOthersOutAtOnce) {
   EXPECT_STREQ(sim::error_kind(outcome.errors[3]), "InjectedHang");
 }
 
+// Each rank that never arrives waits for the others to finish, not for the
+// other ranks that never arrive: under either scheduler all of them end.
+TEST(VirtualTime, RanksThatNeverArriveDoNotWaitForEachOther) {
+  for (const bool deterministic : {true, false}) {
+    sim::WorldOptions options = virtual_options("never:3@2,never:1@2", milliseconds(1000));
+    options.deterministic = deterministic;
+    const auto outcome = sim::World(4, options).run_all([](int) { ten_sums(4); });
+    for (int r : {1, 3}) {
+      EXPECT_STREQ(sim::error_kind(outcome.errors[r]), "InjectedHang")
+          << "deterministic " << deterministic << ": " << sim::error_message(outcome.errors[r]);
+    }
+    for (int r : {0, 2}) {
+      const std::string message = sim::error_message(outcome.errors[r]);
+      EXPECT_STREQ(sim::error_kind(outcome.errors[r]), "Timeout") << message;
+      EXPECT_TRUE(contains(message, "waiting for rank(s) 1, 3")) << message;
+    }
+  }
+}
+
 TEST(VirtualTime, AStragglerShorterThanTheTimeoutOnlyDelays) {
   const auto outcome =
       sim::World(4, virtual_options("delay:1@2+30000ms,delay:3@5+59000ms", milliseconds(60000)))
