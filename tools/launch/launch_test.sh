@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # engine-launch end to end: the environment; every way a rank can end (exit
 # codes, each fatal signal, closing its output early) and what that does to
-# the job's status and to the other ranks; a rank that ignores SIGTERM; a
-# signal to the launcher. Every launch is bounded by `timeout`.
+# the job's status and to the other ranks; a rank that ignores SIGTERM; the
+# processes a rank leaves running; a signal to the launcher. Every launch is bounded by `timeout`.
 set -uo pipefail
 launcher=$1
 fake=$2
@@ -75,6 +75,17 @@ expect_no_line "quiet, then 0" "stopped by SIGTERM"
 
 # A rank that ignores SIGTERM is killed after the grace period.
 launch hang 3 --nproc-per-node 3 --grace-seconds 1 "$fake" hang 2 3
+
+# Whatever a rank leaves running is gone when the job ends, whether it stayed
+# in the rank's process group or left it, after a success and after a
+# failure.
+for code in 0 3; do
+  launch "leftovers, status $code" $code --nproc-per-node 2 "$fake" leave 1 $code
+  for pid in $(cat "$TEST_TMPDIR/left_1.pids"); do
+    ! kill -0 "$pid" 2>/dev/null || fail "leftovers, status $code: process $pid still runs"
+  done
+  rm -f "$TEST_TMPDIR/left_1.pids"
+done
 
 # SIGTERM to the launcher reaches every rank; the job ends with 128+15.
 checks=$((checks + 1))

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,6 +48,10 @@ void install_handlers() {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   for (const int s : {SIGCHLD, SIGINT, SIGTERM}) sigaction(s, &action, nullptr);
+  // Descendants that leave a rank's process group (setsid, a daemon's double
+  // fork) come to the launcher when their parent ends, so that none
+  // outlives the job.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
 struct Rank {
@@ -124,6 +131,59 @@ void report_failure(int rank, int status) {
 void signal_all(std::vector<Rank>& ranks, int signal_number) {
   for (const auto& rank : ranks) {
     if (rank.running) kill(-rank.pid, signal_number);
+  }
+}
+
+bool is_rank(const std::vector<Rank>& ranks, pid_t pid) {
+  return std::any_of(ranks.begin(), ranks.end(), [pid](const Rank& r) { return r.pid == pid; });
+}
+
+// Reaps the processes the launcher adopted that have ended, and leaves the
+// ranks' ends to the caller.
+void reap_adopted(const std::vector<Rank>& ranks) {
+  for (;;) {
+    siginfo_t info{};
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+    if (is_rank(ranks, info.si_pid)) return;
+    waitpid(info.si_pid, nullptr, 0);
+  }
+}
+
+// The launcher's children, from /proc (a process's state is the field after
+// its name, which may hold spaces and parentheses; its parent comes next).
+std::vector<pid_t> children() {
+  std::vector<pid_t> out;
+  const pid_t self = getpid();
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t name_end = line.rfind(')');
+    if (name_end == std::string::npos) continue;
+    char state = 0;
+    long parent = 0;
+    if (std::sscanf(line.c_str() + name_end + 1, " %c %ld", &state, &parent) == 2 &&
+        parent == self) {
+      out.push_back(static_cast<pid_t>(std::stol(name)));
+    }
+  }
+  return out;
+}
+
+// Once every rank has ended: kills and reaps what remains of each rank's
+// process group, then every process the launcher adopted, again while
+// killing one hands its own children to the launcher (bounded).
+void stop_leftovers(const std::vector<Rank>& ranks) {
+  for (const auto& rank : ranks) kill(-rank.pid, SIGKILL);
+  constexpr int kMaxRounds = 64;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    const std::vector<pid_t> adopted = children();
+    if (adopted.empty()) return;
+    for (const pid_t pid : adopted) kill(pid, SIGKILL);
+    for (const pid_t pid : adopted) waitpid(pid, nullptr, 0);
   }
 }
 
@@ -219,8 +279,10 @@ Outcome supervise(const Plan& plan, const Checks* checks) {
         report_failure(rank.global, status);
         stop_others(status_code(status));
       }
+      reap_adopted(ranks);
     }
   }
+  stop_leftovers(ranks);
   return outcome;
 }
 

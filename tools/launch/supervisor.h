@@ -16,7 +16,10 @@ namespace launch {
 // (its exit code, or 128 + the signal that ended it), after the others were
 // stopped: SIGTERM, then SIGKILL once plan.grace_seconds passed. SIGINT and
 // SIGTERM sent to the launcher are forwarded to every rank (and end the job
-// the same way). Waits block in poll(); nothing spins.
+// the same way). Waits block in poll(); nothing spins. When the ranks have
+// ended, whatever they left running is killed: what remains of each rank's
+// process group, and the descendants that left it (the launcher is their
+// subreaper, so they come to it when their parents end).
 // With `checks`, it also runs each check every checks->interval while
 // ranks run, and the first that returns a Stop stops this node's ranks the
 // same way, with its status: another node's failure, the watchdog.

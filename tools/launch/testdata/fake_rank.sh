@@ -10,6 +10,12 @@
 #   fake_rank.sh fail-until N K HOW on the attempts (TORCHELASTIC_RESTART_COUNT)
 #                                   before N, as `end K HOW`; from attempt N
 #                                   on, every rank exits 0
+#   fake_rank.sh leave K CODE       rank K starts two sleeps, one in its
+#                                   process group and one in a session of its
+#                                   own, writes their pids to
+#                                   $TEST_TMPDIR/left_K.pids and exits with
+#                                   CODE; with CODE 0 the others exit 0, else
+#                                   they wait
 # HOW: exit:CODE; signal:NAME (it kills itself: KILL, as the kernel's
 # out-of-memory killer does, SEGV, ABRT); quiet:CODE (closes its stdout and
 # stderr, runs on, then exits with CODE). When rank K ends with 0 the others
@@ -95,5 +101,15 @@ case "$mode" in
     wait_long ;;
   wait)
     echo ready
+    wait_long ;;
+  leave)
+    if [ "$RANK" = "$2" ]; then
+      sleep 300 &
+      in_group=$!
+      setsid sleep 300 &
+      echo "$in_group $!" >"$TEST_TMPDIR/left_$RANK.pids"
+      exit "$3"
+    fi
+    [ "$3" = 0 ] && exit 0
     wait_long ;;
 esac
