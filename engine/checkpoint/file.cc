@@ -196,24 +196,32 @@ c10::IValue load_file(const std::string& path) {
   return unpickled(path, bytes, file);
 }
 
-void on_first_rank_for_all(const std::function<void()>& write, const std::string& what) {
-  std::string failure;
-  if (dist::get_rank() == 0) {
-    try {
-      write();
-    } catch (const std::exception& error) {
-      failure = error.what();
-    }
+std::string failure_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const std::exception& error) {
+    return error.what();
   }
+  return "";
+}
+
+void throw_if_any_rank_failed(const std::string& failure, const std::string& what) {
+  std::vector<std::string> failures{failure};
   if (dist::is_distributed()) {
-    std::vector<c10::IValue> outcome{failure};
-    dist::broadcast_object_list(outcome, 0);
-    failure = outcome[0].toStringRef();
+    failures.clear();
+    for (const auto& one : dist::all_gather_object(failure)) failures.push_back(one.toStringRef());
   }
-  if (!failure.empty()) {
-    throw CheckpointError(
-        dist::on_rank(dist::get_rank(), "rank 0 could not " + what + ": " + failure));
+  std::string lines;
+  for (size_t rank = 0; rank < failures.size(); ++rank) {
+    if (failures[rank].empty()) continue;
+    lines += (lines.empty() ? "" : "\n  ") + std::string("rank ") + std::to_string(rank) +
+             " could not " + what + ": " + failures[rank];
   }
+  if (!lines.empty()) throw CheckpointError(dist::on_rank(dist::get_rank(), lines));
+}
+
+void on_first_rank_for_all(const std::function<void()>& write, const std::string& what) {
+  throw_if_any_rank_failed(dist::get_rank() == 0 ? failure_of(write) : "", what);
 }
 
 }  // namespace engine::checkpoint

@@ -38,9 +38,17 @@ void save_file(const std::string& path, const c10::IValue& content,
 // reads a torch.save file.
 c10::IValue load_file(const std::string& path);
 
-// Collective over the default group (alone when not distributed): rank 0
-// runs `write`, and every rank throws the same CheckpointError ("rank 0
-// could not <what>: <its error>") if it threw.
+// The message of what `action` threw ("" if it returned).
+std::string failure_of(const std::function<void()>& action);
+
+// Collective over the default group (alone when not distributed): every
+// rank learns every rank's `failure` ("" for none), and if any failed all
+// throw the same CheckpointError, a line "rank K could not <what>: <its
+// failure>" for each failed rank K. Put around per-rank writes and reads so
+// that no rank goes on to train while another stopped.
+void throw_if_any_rank_failed(const std::string& failure, const std::string& what);
+
+// Rank 0 runs `write`; then throw_if_any_rank_failed.
 void on_first_rank_for_all(const std::function<void()>& write, const std::string& what);
 
 }  // namespace engine::checkpoint

@@ -211,14 +211,10 @@ Dict FSDPStrategy::read_checkpoint(const std::string& path, const LoadOptions& o
   checkpoint::ShardedState state = sharded_state();
   optim::OptimizerState groups;
   Dict content = empty_extra();
-  std::string failure;
-  try {
-    content = read_into(path, options, with_optimizer, state, groups);
-  } catch (const std::exception& error) {
-    failure = error.what();
-  }
+  const std::string failure = checkpoint::failure_of(
+      [&] { content = read_into(path, options, with_optimizer, state, groups); });
   // A rank that lacks one of its files must not leave the others training.
-  checkpoint::throw_if_any_rank_failed(failure, "cannot load checkpoint " + path);
+  checkpoint::throw_if_any_rank_failed(failure, "load checkpoint " + path);
   wrapper().load_local_shards(state.shards);
   if (with_optimizer) {
     optim::load_optimizer_state(prepared().optim_wrapper->optimizer(),

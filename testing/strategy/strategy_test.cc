@@ -328,6 +328,29 @@ TEST(StrategyTest, CheckpointsRoundTripWithExtraDataUntouchedAndPrefixesRevised)
   });
 }
 
+// The one helper behind every checkpoint write and read that spans ranks.
+TEST(CheckpointAgreement, EveryRankThrowsTheSameErrorNamingEachRankThatFailed) {
+  const auto errors = harness::collect_ranks<std::string>(3, [](int rank) {
+    const std::string failure = rank == 1 ? "" : "disk " + std::to_string(rank) + " full";
+    try {
+      engine::checkpoint::throw_if_any_rank_failed(failure, "write x");
+    } catch (const engine::checkpoint::CheckpointError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(errors[rank], "[rank " + std::to_string(rank) +
+                                "] rank 0 could not write x: disk 0 full\n"
+                                "  rank 2 could not write x: disk 2 full");
+  }
+  const auto none = harness::collect_ranks<std::string>(3, [](int) {
+    engine::checkpoint::throw_if_any_rank_failed("", "write x");
+    return std::string("went on");
+  });
+  for (const auto& outcome : none) EXPECT_EQ(outcome, "went on");
+}
+
 TEST(StrategyTest, AFailedSaveAndACorruptFileFailOnEveryRank) {
   const std::string blocker = temp_path("not_a_folder");
   std::ofstream(blocker) << "x";

@@ -95,16 +95,6 @@ Dict index_content(const ShardedState& mine, const std::string& save_id, const D
   return index;
 }
 
-template <typename Write>
-std::string failure_of(Write write) {
-  try {
-    write();
-  } catch (const std::exception& error) {
-    return error.what();
-  }
-  return "";
-}
-
 // Rank 0 removes the old marker before any rank writes, and names the save.
 std::string begin_save(const std::string& dir) {
   std::string save_id, failure;
@@ -239,19 +229,9 @@ std::optional<optim::ValueDict> load_state(SavedFiles& files, const LocalShard& 
 
 }  // namespace
 
-void throw_if_any_rank_failed(const std::string& failure, const std::string& what) {
-  std::string failures;
-  const auto all = dist::all_gather_object(failure);
-  for (size_t rank = 0; rank < all.size(); ++rank) {
-    if (all[rank].toStringRef().empty()) continue;
-    failures += "\n  rank " + std::to_string(rank) + ": " + all[rank].toStringRef();
-  }
-  if (!failures.empty()) throw error_here(what + failures);
-}
-
 void save_sharded(const std::string& dir, const ShardedState& mine, const Dict& common) {
   const std::string save_id = begin_save(dir);
-  const std::string what = "could not save sharded checkpoint " + dir;
+  const std::string what = "save sharded checkpoint " + dir;
   throw_if_any_rank_failed(failure_of([&] {
                              save_file(in_dir(dir, rank_file(dist::get_rank())),
                                        rank_content(mine, save_id));

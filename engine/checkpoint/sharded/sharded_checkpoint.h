@@ -56,12 +56,6 @@ bool is_finished_sharded_checkpoint(const std::string& dir);
 // shape.
 c10::impl::GenericDict load_sharded(const std::string& dir, ShardedState& mine);
 
-// Collective: every rank learns every rank's failure ("" for none), and if
-// any failed all throw the same CheckpointError, `what` followed by the
-// failures by rank. Put around per-rank reads so that no rank goes on to
-// train while another stopped.
-void throw_if_any_rank_failed(const std::string& failure, const std::string& what);
-
 // Whole tensors: parameters by name, optimizer state by parameter name.
 struct FullState {
   std::map<std::string, at::Tensor> params;
