@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 namespace engine::io {
 namespace {
@@ -13,11 +16,23 @@ namespace {
   throw FileError(path + ": " + what + ": " + std::strerror(error));
 }
 
+// A name beside `final_path` that no other write uses: not one of this
+// process's (the simulator's ranks are threads of one process), nor another
+// process's, on this host (the pid) or another that shares the folder (a
+// random part).
+std::string temporary_name(const std::string& final_path) {
+  static std::atomic<uint64_t> writes{0};
+  static const uint64_t process_salt =
+      (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  return final_path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(process_salt) +
+         "." + std::to_string(writes++);
+}
+
 // Owns the temporary file until it is renamed: removed if anything fails.
 class TemporaryFile {
  public:
   TemporaryFile(FileSystem& fs, const std::string& final_path)
-      : fs_(fs), final_path_(final_path), path_(final_path + ".tmp." + std::to_string(::getpid())) {
+      : fs_(fs), final_path_(final_path), path_(temporary_name(final_path)) {
     if (const int error = fs_.open_for_write(path_, handle_)) {
       handle_ = -1;
       fail(final_path_, "cannot create " + path_, error);

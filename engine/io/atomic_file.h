@@ -17,7 +17,9 @@ class FileError : public std::runtime_error {
 
 // Writes the concatenation of `pieces` to `path` so that `path` holds either
 // its old content or the whole new file, never a torn one: a temporary file in
-// the same folder (created with its parents), fsync'ed, renamed over `path`,
+// the same folder (created with its parents; a name no other write uses, so
+// that writers of one path at once, threads or processes, each leave a whole
+// file and the last one wins), fsync'ed, renamed over `path`,
 // then the folder fsync'ed. When it returns, the new file is durable (unless
 // the file system cannot sync folders at all, EINVAL). Throws FileError if the
 // disk refuses (the message names `path`, the step and the system's error);
