@@ -206,10 +206,11 @@ std::string failure_of(const std::function<void()>& action) {
 }
 
 void throw_if_any_rank_failed(const std::string& failure, const std::string& what) {
-  std::vector<std::string> failures{failure};
+  std::vector<std::string> failures;
   if (dist::is_distributed()) {
-    failures.clear();
     for (const auto& one : dist::all_gather_object(failure)) failures.push_back(one.toStringRef());
+  } else {
+    failures.push_back(failure);
   }
   std::string lines;
   for (size_t rank = 0; rank < failures.size(); ++rank) {

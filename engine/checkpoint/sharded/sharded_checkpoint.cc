@@ -239,15 +239,13 @@ void save_sharded(const std::string& dir, const ShardedState& mine, const Dict& 
                                save_file(in_dir(dir, kIndex), index_content(mine, save_id, common));
                            }),
                            what);
-  std::string marker_failure;
-  if (dist::get_rank() == 0) {
-    marker_failure = failure_of([&] {
-      Dict marker = optim::empty_value_dict();
-      marker.insert("save_id", save_id);
-      save_file(in_dir(dir, kMarker), marker);
-    });
-  }
-  throw_if_any_rank_failed(marker_failure, what);
+  on_first_rank_for_all(
+      [&] {
+        Dict marker = optim::empty_value_dict();
+        marker.insert("save_id", save_id);
+        save_file(in_dir(dir, kMarker), marker);
+      },
+      what);
 }
 
 bool is_sharded_checkpoint(const std::string& path) {
