@@ -19,9 +19,10 @@
 #                               without Bazel)
 #
 # ONLY=REGEX runs only the steps whose names match (as grep -E);
-# STEP_TIMEOUT (seconds, default 300) bounds each step; BUILD_TYPE is
-# CMake's (default Release; CI's rehearsal builds "None", unoptimised, since
-# it proves the build and not its speed).
+# STEP_TIMEOUT (seconds, default 300) bounds each step; BENCH_ROUNDS pairs
+# the benchmarks (below); BUILD_TYPE is CMake's (default Release; CI's
+# rehearsal builds "None", unoptimised, since it proves the build and not
+# its speed).
 #
 # Needs python3 with torch (or TORCH_PYTHON), cmake and ninja; GoogleTest,
 # RapidCheck, nlohmann-json and zlib as packages, or carried in .gpu-deps
@@ -127,17 +128,21 @@ on_gpu sharded_equivalence_nccl_1 1 "$build/sharded_equivalence_property_test"
 
 # The benchmarks on nccl, each beside PyTorch's own on the same GPU and ranks
 # (figures in bench/RESULTS.md): all_reduce busbw, the DDP step (large MLP,
-# 25M parameters) and the FULL_SHARD step.
+# 25M parameters) and the FULL_SHARD step. BENCH_ROUNDS (default 1) repeats
+# the pairs, ours then PyTorch's, round after round, for paired medians.
 sizes=(--min-bytes 1M --max-bytes 256M)
-on_gpu bench_all_reduce_nccl_2 2 "$build/collectives" --backend nccl --ops all_reduce "${sizes[@]}"
-on_gpu bench_all_reduce_torch_nccl_2 2 "$python" tools/bench/torch_gloo_peer.py --backend nccl \
-  --ops all_reduce "${sizes[@]}"
-on_gpu bench_ddp_step_nccl_2 2 "$build/ddp_step" --backend nccl --model large
-on_gpu bench_ddp_step_torch_nccl_2 2 "$python" tools/bench/torch_ddp_peer.py --backend nccl \
-  --model large
-on_gpu bench_full_shard_nccl_2 2 "$build/sharded_step" --backend nccl --model large \
-  --strategy full_shard
-on_gpu bench_full_shard_torch_nccl_2 2 "$python" tools/bench/torch_sharded_peer.py --backend nccl \
-  --model large
+for ((round = 1; round <= ${BENCH_ROUNDS:-1}; round++)); do
+  r=$([[ ${BENCH_ROUNDS:-1} == 1 ]] || echo "_r$round")
+  on_gpu "bench_all_reduce_nccl_2$r" 2 "$build/collectives" --backend nccl --ops all_reduce "${sizes[@]}"
+  on_gpu "bench_all_reduce_torch_nccl_2$r" 2 "$python" tools/bench/torch_gloo_peer.py --backend nccl \
+    --ops all_reduce "${sizes[@]}"
+  on_gpu "bench_ddp_step_nccl_2$r" 2 "$build/ddp_step" --backend nccl --model large
+  on_gpu "bench_ddp_step_torch_nccl_2$r" 2 "$python" tools/bench/torch_ddp_peer.py --backend nccl \
+    --model large
+  on_gpu "bench_full_shard_nccl_2$r" 2 "$build/sharded_step" --backend nccl --model large \
+    --strategy full_shard
+  on_gpu "bench_full_shard_torch_nccl_2$r" 2 "$python" tools/bench/torch_sharded_peer.py \
+    --backend nccl --model large
+done
 echo "gpu: ${passed} passed, ${failed} failed in $((SECONDS - started)) s"
 exit $((failed > 0))
