@@ -47,7 +47,7 @@ sharding_cases::ShardingCase short_sharded_run(const std::string& strategy) {
   c.wrap = "layers";
   c.reduce_bucket_size = 16;
   c.overlap_comm = true;
-  c.used_heads.assign(c.iterations, {true});
+  c.used_heads = ddp.used_heads;
   c.head_order = ddp.head_order;
   c.members = ddp.members;
   c.seed = ddp.seed;

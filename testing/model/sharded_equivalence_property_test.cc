@@ -1,9 +1,9 @@
 // N ranks with batch b each under MMFullyShardedDataParallel (every
 // sharding strategy and wrap policy) or MMZeroDataParallel (stage 1 and 2,
 // bucket sizes, overlap_comm), under every optimizer, accumulation and
-// clipping, end
-// every step with the parameters and the grad_norm one process reaches on
-// the concatenated batch of N*b, bit-identical on every rank. The same
+// clipping, with parameters used on some ranks only where the wrapper allows
+// it, end every step with the parameters and the grad_norm one process
+// reaches on the concatenated batch of N*b, bit-identical on every rank. The same
 // binary runs in 2 and 4 processes on mpi and gloo (testing/process).
 #include <gtest/gtest.h>
 #include <rapidcheck.h>

@@ -79,14 +79,22 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
     c.adam = tolerance(c) == ddp_cases::kTolerance && *rc::gen::arbitrary<bool>();
     c.clip_grad = *ddp_cases::clip_grad();
     c.seed = *rc::gen::arbitrary<uint32_t>();
+    const bool rank_dependent = c.strategy.rfind("ZERO", 0) == 0 || c.wrap == "root";
     for (int it = 0; it < c.iterations; ++it) {
-      std::vector<bool> used(c.spec.heads);
-      for (auto&& head : used) head = *rc::gen::arbitrary<bool>();
-      used[*rc::gen::inRange<int64_t>(0, c.spec.heads)] = true;  // the loss needs one
+      std::vector<std::vector<bool>> used;
+      for (size_t seat = 0; seat < c.members.size(); ++seat) {
+        if (seat > 0 && !rank_dependent) {
+          used.push_back(used.front());
+          continue;
+        }
+        std::vector<bool> heads(c.spec.heads);
+        for (auto&& head : heads) head = *rc::gen::arbitrary<bool>();
+        heads[*rc::gen::inRange<int64_t>(0, c.spec.heads)] = true;  // the loss needs one
+        used.push_back(heads);
+      }
       c.used_heads.push_back(used);
-      const bool one_order = c.strategy.rfind("ZERO", 0) != 0 && c.wrap != "root";
       auto orders = ddp_cases::head_orders(static_cast<int>(c.members.size()), c.spec.heads);
-      if (one_order) orders.assign(orders.size(), orders.front());
+      if (!rank_dependent) orders.assign(orders.size(), orders.front());
       c.head_order.push_back(orders);
     }
     return c;
@@ -123,7 +131,7 @@ std::shared_ptr<nets::TestNet> prepared_net(const ShardingCase& c) {
 
 engine::model::TensorDict batch_of(const ShardingCase& c, int iteration, int seat) {
   return nets::make_batch(c.spec, c.batch, c.seed * 1000 + iteration * 10 + seat,
-                          c.used_heads[iteration], c.head_order[iteration][seat]);
+                          c.used_heads[iteration][seat], c.head_order[iteration][seat]);
 }
 
 std::map<std::string, at::Tensor> float64_buffers(torch::nn::Module& module) {

@@ -51,10 +51,12 @@ struct ShardingCase {
   bool freeze_first_bias = false;
   bool adam = false;
   std::optional<engine::optim::ClipGrad> clip_grad;
-  std::vector<std::vector<bool>> used_heads;  // [iteration][head], alike on every rank
-  // [iteration][seat]: rank-dependent where the wrapper allows it (ZeRO, and
-  // FSDP with one unit); alike elsewhere, since FSDP needs every rank to
-  // gather its units in one order (as PyTorch's does).
+  // [iteration][seat][head] and [iteration][seat]: rank-dependent where the
+  // wrapper allows it (ZeRO, and FSDP with one unit: a head, and so a
+  // parameter, used on some ranks only, reached in each rank's own order);
+  // alike elsewhere, since FSDP needs every rank to gather the same units in
+  // one order (as PyTorch's does).
+  std::vector<std::vector<std::vector<bool>>> used_heads;
   std::vector<std::vector<std::vector<int64_t>>> head_order;
   uint64_t seed = 0;
 };
