@@ -105,6 +105,11 @@ std::vector<std::vector<int64_t>> head_orders(int world_size, int64_t heads) {
   return orders;
 }
 
+engine::model::TensorDict batch_of(const TrainingCase& c, int iteration, int seat) {
+  return nets::make_batch(c.spec, c.batch, c.seed * 1000 + iteration * 10 + seat,
+                          c.used_heads[iteration][seat], c.head_order[iteration][seat]);
+}
+
 void set_starting_state(nets::TestNet& net, const nets::TestNet& initial, int seat,
                         uint64_t case_seed, int rank) {
   if (seat == 0) {
@@ -119,11 +124,6 @@ namespace {
 std::shared_ptr<torch::optim::Optimizer> sgd(torch::nn::Module& module) {
   return std::make_shared<torch::optim::SGD>(module.parameters(),
                                              torch::optim::SGDOptions(0.1).momentum(0.5));
-}
-
-engine::model::TensorDict batch_of(const TrainingCase& c, int iteration, int seat) {
-  return nets::make_batch(c.spec, c.batch, c.seed * 1000 + iteration * 10 + seat,
-                          c.used_heads[iteration][seat], c.head_order[iteration][seat]);
 }
 
 std::map<std::string, at::Tensor> state_of(torch::nn::Module& module) {

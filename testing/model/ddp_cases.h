@@ -74,6 +74,10 @@ Snapshots train_serial(const TrainingCase& c, nets::TestNet& initial);
 // misplaced bucket slot, an unsynced step) shows at 1e-3 or more.
 constexpr double kTolerance = 1e-9;
 
+// The batch of member `seat` at `iteration`: its heads and their order as
+// the case says, samples of its own.
+engine::model::TensorDict batch_of(const TrainingCase& c, int iteration, int seat);
+
 // Puts `net` in the state world rank `rank`, at `seat` among the members,
 // starts from: `initial`'s for the first member, for every other one a
 // state scrambled from a seed of its own (by rank and case), which the
