@@ -11,6 +11,7 @@
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/minimum.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
@@ -133,6 +134,26 @@ engine::dist::GroupPtr group_of(const TensorCase& c) { return group_of(c.world_s
 engine::dist::GroupPtr group_of(int world_size, const std::vector<int>& members) {
   if (static_cast<int>(members.size()) == world_size) return nullptr;
   return engine::dist::new_group(members);
+}
+
+Split split_world(int world_size, const std::vector<int>& members) {
+  Split split{group_of(world_size, members), nullptr};
+  std::vector<int> others;
+  for (int rank = 0; rank < world_size; ++rank) {
+    if (!std::binary_search(members.begin(), members.end(), rank)) others.push_back(rank);
+  }
+  if (!others.empty()) split.others = engine::dist::new_group(others);
+  return split;
+}
+
+void keep_busy(const engine::dist::GroupPtr& others) {
+  if (!others || !others->is_member()) return;
+  for (int round = 0; round < 3; ++round) {
+    at::Tensor value = at::ones(
+        {3 + round}, at::TensorOptions(at::kLong).device(engine::dist::get_comm_device(others)));
+    engine::dist::all_reduce(value, "sum", others);
+    engine::dist::broadcast(value, others->global_ranks().back(), others);
+  }
 }
 
 bool is_member(const TensorCase& c, int rank) {

@@ -54,6 +54,21 @@ std::vector<int> all_ranks(int world_size);
 // The whole world, or in half the cases any subgroup of it (subgroup(.., 1)).
 rc::Gen<std::vector<int>> world_or_subgroup(int world_size);
 
+// A world split for a case on a group: every rank builds both groups
+// (new_group is collective over the world). `members` is the case's group
+// (nullptr for the whole world), `others` the group of the ranks outside it
+// (nullptr when there are none).
+struct Split {
+  engine::dist::GroupPtr members;
+  engine::dist::GroupPtr others;
+};
+Split split_world(int world_size, const std::vector<int>& members);
+
+// What the ranks outside a case do meanwhile: collectives of their own on
+// `others`, so that a call that strays from its group meets other traffic
+// rather than silence. No-op on a member (and where `others` is nullptr).
+void keep_busy(const engine::dist::GroupPtr& others);
+
 // World sizes 1-8 (up to the processes in process mode), the group (the
 // whole world, or in half the cases any subgroup) and a root in it; the
 // other fields at their defaults.

@@ -42,16 +42,24 @@ TEST(SyncRandomSeed, EveryRankGetsRankZerosDrawInRange) {
   }
 }
 
-TEST(SyncRandomSeed, MembersOfASubgroupWithoutRankZeroAgree) {
-  const auto seeds = harness::collect_ranks<int64_t>(5, [](int) {
-    const dist::GroupPtr group = dist::new_group({1, 3, 4});
-    return group->is_member() ? dist::sync_random_seed(group) : int64_t{-1};
-  });
-  EXPECT_EQ(seeds[0], -1);
-  EXPECT_EQ(seeds[2], -1);
-  EXPECT_GE(seeds[1], 0);
-  EXPECT_EQ(seeds[3], seeds[1]);
-  EXPECT_EQ(seeds[4], seeds[1]);
+HARNESS_PROP(SyncRandomSeed, MembersOfAnyGroupAgreeWhileTheOthersAreBusy, ()) {
+  const cases::TensorCase g = *cases::group_case();
+  const auto seeds = harness::collect_ranks<int64_t>(
+      g.world_size,
+      [&](int rank) {
+        const auto split = cases::split_world(g.world_size, g.members);
+        const int64_t seed =
+            cases::is_member(g, rank) ? dist::sync_random_seed(split.members) : int64_t{-1};
+        cases::keep_busy(split.others);
+        return seed;
+      },
+      harness::test_options(g.sim_seed));
+  const int64_t shared = seeds[g.members.front()];
+  RC_ASSERT(shared >= 0);
+  RC_ASSERT(shared < int64_t{1} << 31);
+  for (int rank = 0; rank < g.world_size; ++rank) {
+    RC_ASSERT(seeds[rank] == (cases::is_member(g, rank) ? shared : -1));
+  }
 }
 
 // Host tensors through the communication device (a GPU's under nccl), on a
@@ -82,8 +90,8 @@ TEST(Anywhere, HostTensorsGetTheCollectivesResultsInPlace) {
 }
 
 // The helpers' properties run on the whole world or (in half the cases) on
-// any subgroup: the reference is over its members, and ranks outside it do
-// not call and keep their values.
+// any subgroup: the reference is over its members, and ranks outside it
+// keep their values and run collectives of their own meanwhile.
 HARNESS_PROP(AllReduceDict, EqualsPerKeyReferenceWithPromotion, ()) {
   const cases::TensorCase g = *cases::group_case();
   const int n = static_cast<int>(g.members.size());
@@ -107,10 +115,11 @@ HARNESS_PROP(AllReduceDict, EqualsPerKeyReferenceWithPromotion, ()) {
   const auto results = harness::collect_ranks<std::map<std::string, at::Tensor>>(
       g.world_size,
       [&](int rank) {
-        const dist::GroupPtr group = cases::group_of(g);
+        const auto split = cases::split_world(g.world_size, g.members);
         std::map<std::string, at::Tensor> data;
         for (const auto& [key, spec] : layout) data[key] = value(key, rank);
-        if (cases::is_member(g, rank)) dist::all_reduce_dict(data, op, group);
+        if (cases::is_member(g, rank)) dist::all_reduce_dict(data, op, split.members);
+        cases::keep_busy(split.others);
         return data;
       },
       harness::test_options(g.sim_seed));
@@ -173,10 +182,11 @@ HARNESS_PROP(AllReduceParams, CoalescedAndPerTensorPathsAgree, ()) {
     return harness::collect_ranks<std::vector<at::Tensor>>(
         g.world_size,
         [&](int rank) {
-          const dist::GroupPtr group = cases::group_of(g);
+          const auto split = cases::split_world(g.world_size, g.members);
           auto params = params_of(rank);
           if (cases::is_member(g, rank))
-            dist::all_reduce_params(params, coalesce, bucket_size_mb, op, group);
+            dist::all_reduce_params(params, coalesce, bucket_size_mb, op, split.members);
+          cases::keep_busy(split.others);
           return params;
         },
         harness::test_options(g.sim_seed));

@@ -9,6 +9,7 @@
 #include "engine/data/default_sampler.h"
 #include "engine/data/infinite_sampler.h"
 #include "engine/dist/dist.h"
+#include "testing/cases.h"
 #include "testing/harness.h"
 #include "testing/property.h"
 
@@ -29,21 +30,49 @@ std::vector<int64_t> as_ints(const std::vector<c10::IValue>& values) {
   return out;
 }
 
-// Every rank samples epochs 0 and 1 and hands its epoch-0 indices, as
-// results, to collect_results.
-std::vector<RankView> sample(int world_size, int64_t size, const SamplerOptions& options) {
-  return harness::collect_ranks<RankView>(world_size, [&](int) {
-    DefaultSampler sampler(size, options);
+// The world and the group the samplers run on: the whole world, or in
+// half the cases any subgroup (without rank 0, not contiguous, one rank).
+struct Groups {
+  int world_size = 1;
+  std::vector<int> members;
+  bool whole() const { return static_cast<int>(members.size()) == world_size; }
+};
+
+rc::Gen<Groups> groups() {
+  return rc::gen::exec([] {
+    Groups g;
+    g.world_size = *rc::gen::inRange(1, 6);
+    g.members = *cases::world_or_subgroup(g.world_size);
+    return g;
+  });
+}
+
+// Every member samples epochs 0 and 1 on the group while the other ranks
+// run collectives of their own; on the whole world each also hands its
+// epoch-0 indices, as results, to collect_results (which takes the world).
+// Indexed by group rank.
+std::vector<RankView> sample(const Groups& g, int64_t size, const SamplerOptions& options) {
+  const auto all = harness::collect_ranks<RankView>(g.world_size, [&](int rank) {
+    const auto split = cases::split_world(g.world_size, g.members);
     RankView view;
-    view.epoch0 = sampler.indices();
-    view.num_samples = sampler.num_samples();
-    sampler.set_epoch(1);
-    view.epoch1 = sampler.indices();
-    std::vector<c10::IValue> part(view.epoch0.begin(), view.epoch0.end());
-    auto collected = engine::dist::collect_results(part, size);
-    if (collected) view.collected = as_ints(*collected);
+    if (std::binary_search(g.members.begin(), g.members.end(), rank)) {
+      DefaultSampler sampler(size, options, split.members);
+      view.epoch0 = sampler.indices();
+      view.num_samples = sampler.num_samples();
+      sampler.set_epoch(1);
+      view.epoch1 = sampler.indices();
+      if (g.whole()) {
+        std::vector<c10::IValue> part(view.epoch0.begin(), view.epoch0.end());
+        auto collected = engine::dist::collect_results(part, size);
+        if (collected) view.collected = as_ints(*collected);
+      }
+    }
+    cases::keep_busy(split.others);
     return view;
   });
+  std::vector<RankView> views;
+  for (const int member : g.members) views.push_back(all[member]);
+  return views;
 }
 
 // The serial reference: rank r of ws takes positions r, r+ws, ... of `order`
@@ -56,13 +85,14 @@ std::vector<int64_t> positions(const std::vector<int64_t>& order, int rank, int 
 }
 
 HARNESS_PROP(SamplerProperty, WithoutShuffleRanksInterleaveAndCollectRestoresDatasetOrder, ()) {
-  const int world_size = *rc::gen::inRange(1, 6);
+  const Groups g = *groups();
+  const int world_size = static_cast<int>(g.members.size());
   const int64_t size = *rc::gen::inRange<int64_t>(1, 40);
   const bool round_up = *rc::gen::arbitrary<bool>();
   SamplerOptions options;
   options.shuffle = false;
   options.round_up = round_up;
-  const auto views = sample(world_size, size, options);
+  const auto views = sample(g, size, options);
   std::vector<int64_t> dataset(size);
   std::iota(dataset.begin(), dataset.end(), 0);
   const int64_t per_rank = (size + world_size - 1) / world_size;
@@ -73,14 +103,15 @@ HARNESS_PROP(SamplerProperty, WithoutShuffleRanksInterleaveAndCollectRestoresDat
     RC_ASSERT(views[rank].epoch1 == views[rank].epoch0);
     if (round_up) RC_ASSERT(views[rank].num_samples == per_rank);
   }
-  RC_ASSERT(views[0].collected == std::optional<std::vector<int64_t>>(dataset));
+  if (g.whole()) RC_ASSERT(views[0].collected == std::optional<std::vector<int64_t>>(dataset));
 }
 
 HARNESS_PROP(SamplerProperty, ShuffledEpochsAreOneSharedPermutationCoveredByTheRanks, ()) {
-  const int world_size = *rc::gen::inRange(1, 6);
+  const Groups g = *groups();
+  const int world_size = static_cast<int>(g.members.size());
   const int64_t size = *rc::gen::inRange<int64_t>(2, 40);
-  SamplerOptions options;  // shuffle, round_up, seed drawn on rank 0 and shared
-  const auto views = sample(world_size, size, options);
+  SamplerOptions options;  // shuffle, round_up, seed drawn on the group's first rank and shared
+  const auto views = sample(g, size, options);
   // Rebuild each epoch's permutation from the interleaved rank parts: it must
   // be a permutation (so every rank used the same one), padded from its start.
   std::vector<std::vector<int64_t>> permutations;
@@ -98,7 +129,7 @@ HARNESS_PROP(SamplerProperty, ShuffledEpochsAreOneSharedPermutationCoveredByTheR
     for (size_t i = size; i < order.size(); ++i) RC_ASSERT(order[i] == permutation[i % size]);
     permutations.push_back(permutation);
   }
-  RC_ASSERT(*views[0].collected == permutations[0]);
+  if (g.whole()) RC_ASSERT(*views[0].collected == permutations[0]);
   // Reshuffled per epoch: two equal permutations of 20 or more elements would
   // take odds below 1e-18; smaller ones may legitimately repeat.
   if (size >= 20) RC_ASSERT(permutations[0] != permutations[1]);
@@ -115,24 +146,32 @@ std::vector<int64_t> interleaved(const std::vector<std::vector<int64_t>>& parts)
 }
 
 HARNESS_PROP(SamplerProperty, InfiniteSamplerRanksShareOneSequenceOfPasses, ()) {
-  const int world_size = *rc::gen::inRange(1, 6);
+  const Groups g = *groups();
+  const int world_size = static_cast<int>(g.members.size());
   const int64_t size = *rc::gen::inRange<int64_t>(1, 30);
   const int64_t count = *rc::gen::inRange<int64_t>(0, 3 * size + world_size);
   const int64_t first = *rc::gen::inRange<int64_t>(0, count + 1);
-  engine::data::InfiniteSamplerOptions options;  // seed drawn on rank 0 and shared
+  engine::data::InfiniteSamplerOptions options;  // seed drawn on the group's first rank, shared
   options.shuffle = *rc::gen::arbitrary<bool>();
-  const auto parts = harness::collect_ranks<std::vector<int64_t>>(world_size, [&](int rank) {
-    engine::data::InfiniteSampler sampler(size, options);
-    EXPECT_EQ(sampler.rank(), rank);
-    EXPECT_EQ(sampler.world_size(), world_size);
-    EXPECT_EQ(sampler.size(), size);
-    // Taken one by one and then as a batch: the same stream.
+  const auto all = harness::collect_ranks<std::vector<int64_t>>(g.world_size, [&](int rank) {
+    const auto split = cases::split_world(g.world_size, g.members);
     std::vector<int64_t> mine;
-    for (int64_t i = 0; i < first; ++i) mine.push_back(sampler.next());
-    const auto rest = sampler.next(count - first);
-    mine.insert(mine.end(), rest.begin(), rest.end());
+    const auto seat = std::lower_bound(g.members.begin(), g.members.end(), rank);
+    if (seat != g.members.end() && *seat == rank) {
+      engine::data::InfiniteSampler sampler(size, options, split.members);
+      EXPECT_EQ(sampler.rank(), seat - g.members.begin());
+      EXPECT_EQ(sampler.world_size(), world_size);
+      EXPECT_EQ(sampler.size(), size);
+      // Taken one by one and then as a batch: the same stream.
+      for (int64_t i = 0; i < first; ++i) mine.push_back(sampler.next());
+      const auto rest = sampler.next(count - first);
+      mine.insert(mine.end(), rest.begin(), rest.end());
+    }
+    cases::keep_busy(split.others);
     return mine;
   });
+  std::vector<std::vector<int64_t>> parts;
+  for (const int member : g.members) parts.push_back(all[member]);
   const std::vector<int64_t> sequence = interleaved(parts);
   std::vector<int64_t> identity(size);
   std::iota(identity.begin(), identity.end(), 0);

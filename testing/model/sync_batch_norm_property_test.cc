@@ -1,6 +1,8 @@
-// SyncBatchNorm over N ranks equals BatchNorm over the concatenated batch:
-// outputs, running statistics, input gradients and (summed) weight and bias
-// gradients; convert/revert keep state and the train/eval flag.
+// SyncBatchNorm over N ranks (the world or any subgroup, the other ranks
+// busy with collectives of their own) equals BatchNorm over the members'
+// concatenated batch: outputs, running statistics, input gradients and
+// (summed) weight and bias gradients; convert/revert keep state and the
+// train/eval flag.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <torch/nn/modules/activation.h>
@@ -10,8 +12,11 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <algorithm>
+
 #include "engine/dist/errors.h"
 #include "engine/model/batch_norm.h"
+#include "testing/cases.h"
 #include "testing/harness.h"
 #include "testing/property.h"
 
@@ -22,18 +27,21 @@ using engine::model::BatchNormOptions;
 
 struct NormCase {
   int world_size = 1;
+  std::vector<int> members;  // the group's global ranks, sorted
   int64_t channels = 1;
   std::vector<int64_t> spatial;  // 0-2 trailing dimensions
-  std::vector<int64_t> batches;  // per rank; some may be 0
+  std::vector<int64_t> batches;  // per member; some may be 0
   bool affine = true;
   // Converted before any group exists (mmengine allows it) rather than on
-  // the rank once initialised.
+  // the rank once initialised: on the whole world only.
   bool convert_before_init = false;
   uint64_t seed = 0;
 };
 
 void showValue(const NormCase& c, std::ostream& os) {
-  os << "world_size=" << c.world_size << " channels=" << c.channels << " spatial=[";
+  os << "world_size=" << c.world_size << " members=[";
+  for (int m : c.members) os << m << ",";
+  os << "] channels=" << c.channels << " spatial=[";
   for (int64_t s : c.spatial) os << s << ",";
   os << "] batches=[";
   for (int64_t b : c.batches) os << b << ",";
@@ -51,14 +59,17 @@ int64_t per_channel_count(const NormCase& c) {
 rc::Gen<NormCase> norm_case() {
   return rc::gen::suchThat(rc::gen::exec([] {
                              NormCase c;
-                             c.world_size = *rc::gen::inRange(1, 5);
+                             c.world_size = *rc::gen::inRange(1, 6);
+                             c.members = *cases::world_or_subgroup(c.world_size);
                              c.channels = *rc::gen::inRange<int64_t>(1, 5);
                              c.spatial = *rc::gen::container<std::vector<int64_t>>(
                                  *rc::gen::inRange<size_t>(0, 3), rc::gen::inRange<int64_t>(1, 4));
                              c.batches = *rc::gen::container<std::vector<int64_t>>(
-                                 c.world_size, rc::gen::inRange<int64_t>(0, 4));
+                                 c.members.size(), rc::gen::inRange<int64_t>(0, 4));
                              c.affine = *rc::gen::arbitrary<bool>();
-                             c.convert_before_init = *rc::gen::arbitrary<bool>();
+                             c.convert_before_init =
+                                 static_cast<int>(c.members.size()) == c.world_size &&
+                                 *rc::gen::arbitrary<bool>();
                              c.seed = *rc::gen::arbitrary<uint32_t>();
                              return c;
                            }),
@@ -122,14 +133,24 @@ HARNESS_PROP(SyncBatchNorm, EqualsBatchNormOverTheConcatenatedBatch, ()) {
     converted_early.push_back(make_norm(c));
     engine::model::convert_sync_batchnorm(*converted_early.back());
   }
-  auto outcomes = harness::collect_ranks<Outcome>(
+  const auto per_rank = harness::collect_ranks<Outcome>(
       c.world_size,
       [&](int rank) {
-        BatchNorm norm = c.convert_before_init ? converted_early[rank] : make_norm(c);
-        if (!c.convert_before_init) engine::model::convert_sync_batchnorm(*norm);
-        return run_norm(norm, inputs[rank], coefficients[rank]);
+        const auto split = cases::split_world(c.world_size, c.members);
+        Outcome outcome;
+        const auto seat = std::lower_bound(c.members.begin(), c.members.end(), rank);
+        if (seat != c.members.end() && *seat == rank) {
+          BatchNorm norm = c.convert_before_init ? converted_early[rank] : make_norm(c);
+          if (!c.convert_before_init) engine::model::convert_sync_batchnorm(*norm, split.members);
+          const auto i = seat - c.members.begin();
+          outcome = run_norm(norm, inputs[i], coefficients[i]);
+        }
+        cases::keep_busy(split.others);
+        return outcome;
       },
       harness::test_options(c.seed));
+  std::vector<Outcome> outcomes;
+  for (const int member : c.members) outcomes.push_back(per_rank[member]);
 
   std::vector<at::Tensor> outputs, grad_inputs;
   at::Tensor grad_weight, grad_bias;
