@@ -8,8 +8,11 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <optional>
+
 #include "engine/dist/errors.h"
 #include "engine/model/base_model.h"
+#include "testing/cases.h"
 #include "testing/harness.h"
 
 namespace {
@@ -104,6 +107,25 @@ TEST(ParseLosses, SumsTheLossEntriesAndAveragesTheLogValuesAcrossRanks) {
   }
   EXPECT_THROW(engine::model::parse_losses({{"accuracy", torch::ones({1})}}),
                engine::dist::InvalidArgument);
+}
+
+// On a group without rank 0 and with a gap, the log values average over its
+// members only, while the other ranks run collectives of their own.
+TEST(ParseLosses, AveragesOverItsGroupOnly) {
+  const std::vector<int> members = {1, 3};
+  std::vector<std::optional<engine::model::ParsedLosses>> parsed(4);
+  harness::run_ranks(4, [&](int rank) {
+    const auto split = cases::split_world(4, members);
+    if (rank % 2 == 1) {
+      parsed[rank] = engine::model::parse_losses(
+          {{"loss", torch::tensor({double(rank)}, torch::kDouble)}}, split.members);
+    }
+    cases::keep_busy(split.others);
+  });
+  for (const int rank : members) {
+    EXPECT_DOUBLE_EQ(parsed[rank]->loss.item<double>(), rank);
+    EXPECT_DOUBLE_EQ(parsed[rank]->log_vars.at("loss").item<double>(), 2.0);
+  }
 }
 
 }  // namespace
