@@ -24,6 +24,7 @@
 #include "engine/model/init/deferred.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/model/wrappers/parameter_sync.h"
+#include "engine/model/wrappers/reducer.h"
 #include "engine/optim/optim_wrapper.h"
 
 namespace engine::model {
@@ -289,6 +290,7 @@ void MMFullyShardedDataParallel::build_units(
     has_frozen_.push_back(trainable < unit->parameters().size());
   }
   pending_grads_ = trainable_;
+  unreached_.assign(units_.size(), 0);
 }
 
 void MMFullyShardedDataParallel::cast_buffers() {
@@ -371,6 +373,7 @@ TensorDict MMFullyShardedDataParallel::forward(const TensorDict& data, ForwardMo
   TensorDict outputs = module().forward(cast_inputs(data), mode);
   forward_will_backward_ = false;
   drop_unused_prefetches();
+  count_unreached(outputs);
   for (auto& [name, tensor] : outputs) {
     if (!tensor.requires_grad()) continue;
     tensor.register_hook([this](const at::Tensor& grad) {
@@ -497,13 +500,38 @@ std::optional<size_t> MMFullyShardedDataParallel::next_backward_unit(size_t unit
   return std::nullopt;
 }
 
+// Units that reduce during backward do so in launch order. A parameter
+// this rank's forward did not use would hold its unit, and every unit after
+// it, until the end of backward, while a rank that used it launches them
+// on the way: the ranks' reductions would interleave differently with the
+// other collectives of backward (SyncBatchNorm's). As PyTorch's DDP does
+// with find_unused_parameters, such parameters count as ready from the
+// start of backward.
+void MMFullyShardedDataParallel::count_unreached(const TensorDict& outputs) {
+  std::fill(unreached_.begin(), unreached_.end(), 0);
+  if (!backward_sync_ || !scheme_.reduce_during_backward) return;
+  std::vector<at::Tensor> tensors, params;
+  std::vector<size_t> unit_of;
+  for (const auto& [name, tensor] : outputs) tensors.push_back(tensor);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    for (const auto& param : units_[u]->parameters()) {
+      if (!param.tensor.requires_grad()) continue;
+      params.push_back(param.tensor);
+      unit_of.push_back(u);
+    }
+  }
+  const std::vector<bool> reached = reached_parameters(tensors, params);
+  for (size_t i = 0; i < params.size(); ++i) unreached_[unit_of[i]] += !reached[i];
+}
+
 void MMFullyShardedDataParallel::begin_backward() {
   if (in_backward_) return;
   in_backward_ = true;
-  pending_grads_ = trainable_;
+  for (size_t u = 0; u < units_.size(); ++u) pending_grads_[u] = trainable_[u] - unreached_[u];
   next_launch_ = 0;
   reductions_in_flight_.clear();
   torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize_backward(); });
+  if (backward_sync_ && scheme_.reduce_during_backward) launch_ready_units();
 }
 
 void MMFullyShardedDataParallel::on_grad_ready(size_t unit) {

@@ -253,6 +253,7 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   TensorDict cast_inputs(const TensorDict& data) const;
   void register_hooks();
   void begin_forward(bool will_backward);
+  void count_unreached(const TensorDict& outputs);
   void begin_backward();
   void on_grad_ready(size_t unit);
   void launch_ready_units();
@@ -274,8 +275,11 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   std::vector<bool> entered_;                           // called through call_unit at least once
   std::vector<size_t> pending_grads_;                   // per unit, in the current backward
   std::vector<size_t> trainable_;                       // per unit
-  std::vector<bool> has_frozen_;                        // per unit
-  std::vector<size_t> launch_order_;                    // reverse forward order
+  // Per unit, the trainable parameters the last forward's outputs do not
+  // reach (counted only where units reduce during backward).
+  std::vector<size_t> unreached_;
+  std::vector<bool> has_frozen_;      // per unit
+  std::vector<size_t> launch_order_;  // reverse forward order
   // Prefetching: the units this forward and the previous one ran, in the
   // order of their first calls; whether this one ran as the previous did so
   // far; per unit, whether a prefetch started its gather and no call used
