@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "engine/dist/info.h"
 #include "engine/model/batch_norm.h"
@@ -17,6 +18,7 @@
 #include "engine/model/wrappers/zero_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
 #include "testing/cases.h"
+#include "testing/pairwise.h"
 
 namespace sharding_cases {
 
@@ -38,34 +40,113 @@ void showValue(const ShardingCase& c, std::ostream& os) {
      << " seed=" << c.seed << " net: " << nets::describe(c.spec);
 }
 
-rc::Gen<ShardingCase> sharding_case(int max_world_size) {
-  return rc::gen::exec([max_world_size] {
+namespace {
+
+// The grid's options and their values. Random cases draw each as the grid
+// would name it, so both explore the same space.
+std::vector<pairwise::Factor> grid_factors(int max_world_size) {
+  pairwise::Factor group_size{"group_size", {}};
+  for (int n = 1; n <= std::min(max_world_size, 4); ++n) {
+    group_size.levels.push_back(std::to_string(n));
+  }
+  return {
+      {"strategy", {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "ZERO_1", "ZERO_2"}},
+      group_size,
+      {"ranks_outside", {"none", "some"}},
+      {"clip_grad", {"none", "norm", "value"}},
+      {"precision", {"float64", "param_float32", "reduce_float32", "reduce_float64"}},
+      {"accumulation", {"1", "2-3"}},
+      {"wrap", {"root", "layers", "size"}},
+      {"optimizer", {"sgd", "adam"}},
+      {"cpu_offload", {"off", "on"}}};
+}
+
+bool is_zero(const std::string& strategy) { return strategy.rfind("ZERO", 0) == 0; }
+
+// Whether a combination can run: ranks outside the group need a world
+// larger than the group and a strategy other than HYBRID_SHARD (which needs
+// the default group); ZeRO has no mixed precision nor offload; Adam only
+// where nothing rounds to float32 (see the comment on `adam` below).
+bool runnable(const std::map<std::string, std::string>& values, int max_world_size) {
+  const std::string& precision = values.at("precision");
+  if (values.at("ranks_outside") == "some" &&
+      (std::stoi(values.at("group_size")) >= max_world_size ||
+       values.at("strategy") == "HYBRID_SHARD")) {
+    return false;
+  }
+  if (is_zero(values.at("strategy")) &&
+      (precision != "float64" || values.at("cpu_offload") == "on")) {
+    return false;
+  }
+  return values.at("optimizer") == "sgd" || precision == "float64" || precision == "reduce_float64";
+}
+
+std::map<std::string, std::string> named(const std::vector<pairwise::Factor>& factors,
+                                         const pairwise::Row& row) {
+  std::map<std::string, std::string> values;
+  for (size_t f = 0; f < factors.size(); ++f) values[factors[f].name] = factors[f].levels[row[f]];
+  return values;
+}
+
+// A runnable combination drawn at random (groups up to max_world_size).
+std::map<std::string, std::string> drawn_values(int max_world_size) {
+  std::map<std::string, std::string> values;
+  do {
+    for (const auto& factor : grid_factors(max_world_size)) {
+      values[factor.name] = *rc::gen::elementOf(factor.levels);
+    }
+    values["group_size"] = std::to_string(*rc::gen::inRange(1, max_world_size + 1));
+  } while (!runnable(values, max_world_size));
+  return values;
+}
+
+std::optional<engine::optim::ClipGrad> clip_of_kind(const std::string& kind) {
+  if (kind == "none") return std::nullopt;
+  const auto wanted =
+      kind == "norm" ? engine::optim::ClipGrad::Kind::kNorm : engine::optim::ClipGrad::Kind::kValue;
+  return *rc::gen::suchThat(ddp_cases::clip_grad(),
+                            [wanted](const auto& clip) { return clip && clip->kind == wanted; });
+}
+
+rc::Gen<ShardingCase> case_with(int max_world_size,
+                                std::optional<std::map<std::string, std::string>> fixed) {
+  return rc::gen::exec([max_world_size, fixed] {
+    const auto values = fixed ? *fixed : drawn_values(max_world_size);
     ShardingCase c;
     c.spec = *nets::net_spec();
-    c.strategy = *rc::gen::element<std::string>("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD",
-                                                "HYBRID_SHARD", "ZERO_1", "ZERO_2");
-    c.world_size = *rc::gen::inRange(1, max_world_size + 1);
+    c.strategy = values.at("strategy");
+    const int group_size = std::stoi(values.at("group_size"));
+    c.world_size = values.at("ranks_outside") == "none"
+                       ? group_size
+                       : *rc::gen::inRange(group_size + 1, max_world_size + 1);
     if (c.strategy == "HYBRID_SHARD") {
       c.hybrid_shard_size = c.world_size % 2 == 0 ? c.world_size / 2 : c.world_size;
-      c.members = cases::all_ranks(c.world_size);  // HYBRID_SHARD needs the default group
-    } else {
-      c.members = *cases::world_or_subgroup(c.world_size);
     }
-    if (c.strategy.rfind("ZERO", 0) != 0) {
-      c.param_dtype = *rc::gen::element<std::string>("", "float32");
-      c.reduce_dtype = *rc::gen::element<std::string>("", "float32", "float64");
+    // Any group_size ranks of the world: without rank 0, with gaps, or all.
+    const auto shuffled = ddp_cases::head_orders(1, c.world_size).front();
+    c.members.assign(shuffled.begin(), shuffled.begin() + group_size);
+    std::sort(c.members.begin(), c.members.end());
+    const std::string& precision = values.at("precision");
+    if (!is_zero(c.strategy)) {
+      c.param_dtype = precision == "param_float32" ? "float32" : "";
+      c.reduce_dtype = precision == "reduce_float32"   ? "float32"
+                       : precision == "reduce_float64" ? "float64"
+                       : precision == "param_float32"
+                           ? *rc::gen::element<std::string>("", "float32", "float64")
+                           : "";
       c.buffer_dtype = *rc::gen::element<std::string>("", "float32");
       c.backward_prefetch = *rc::gen::element<std::string>("BACKWARD_PRE", "BACKWARD_POST", "NONE");
       c.forward_prefetch = *rc::gen::arbitrary<bool>();
       c.limit_all_gathers = *rc::gen::arbitrary<bool>();
-      c.cpu_offload = *rc::gen::arbitrary<bool>();
+      c.cpu_offload = values.at("cpu_offload") == "on";
     }
+    c.wrap = values.at("wrap");
+    c.accumulative_counts = values.at("accumulation") == "1" ? 1 : *rc::gen::inRange<int64_t>(2, 4);
+    c.clip_grad = clip_of_kind(values.at("clip_grad"));
     c.reduce_bucket_size = *rc::gen::inRange<int64_t>(1, 200);
     c.overlap_comm = *rc::gen::arbitrary<bool>();
-    c.wrap = *rc::gen::element<std::string>("root", "layers", "size");
     c.min_num_params = *rc::gen::inRange<int64_t>(1, 60);
     c.batch = *rc::gen::inRange<int64_t>(c.spec.batch_norm ? 2 : 1, 4);
-    c.accumulative_counts = *rc::gen::inRange<int64_t>(1, 4);
     c.communicate_every_step = *rc::gen::arbitrary<bool>();
     c.iterations = *rc::gen::inRange<int>(c.accumulative_counts, 2 * c.accumulative_counts + 2);
     // Ignored modules are not cast: a head left in float64 cannot take the
@@ -76,8 +157,7 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
     // gradient is as small as its rounding (as before a BatchNorm): under
     // float32 rounding it is left out; it sees the shards and gradients in
     // their own dtype either way.
-    c.adam = tolerance(c) == ddp_cases::kTolerance && *rc::gen::arbitrary<bool>();
-    c.clip_grad = *ddp_cases::clip_grad();
+    c.adam = values.at("optimizer") == "adam";
     c.seed = *rc::gen::arbitrary<uint32_t>();
     const bool rank_dependent = c.strategy.rfind("ZERO", 0) == 0 || c.wrap == "root";
     for (int it = 0; it < c.iterations; ++it) {
@@ -99,6 +179,25 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
     }
     return c;
   });
+}
+
+}  // namespace
+
+rc::Gen<ShardingCase> sharding_case(int max_world_size) {
+  return case_with(max_world_size, std::nullopt);
+}
+
+pairwise::Grid sharding_grid(int max_world_size) {
+  const auto factors = grid_factors(max_world_size);
+  return pairwise::covering_grid(
+      factors,
+      [&](const pairwise::Row& row) { return runnable(named(factors, row), max_world_size); },
+      {{"strategy", "group_size", "clip_grad"}});
+}
+
+rc::Gen<ShardingCase> sharding_case(const pairwise::Grid& grid, const pairwise::Row& row,
+                                    int max_world_size) {
+  return case_with(max_world_size, named(grid.factors, row));
 }
 
 namespace {

@@ -9,6 +9,7 @@
 
 #include "testing/model/ddp_cases.h"
 #include "testing/model/nets.h"
+#include "testing/pairwise.h"
 
 // The sharded-training equivalence property's cases and its two sides,
 // shared by the simulator suite and the process suite (testing/process):
@@ -66,6 +67,18 @@ void showValue(const ShardingCase& c, std::ostream& os);
 // Random cases of 1 to `max_world_size` ranks (HYBRID_SHARD in two replica
 // groups where the world size is even, else in one).
 rc::Gen<ShardingCase> sharding_case(int max_world_size);
+
+// The options every pair of whose values the grid runs at least once
+// (strategy, group size up to min(max_world_size, 4), ranks outside the
+// group or none, clipping, precision, accumulation, wrap policy, optimizer,
+// cpu_offload), and every combination of strategy, group size and clipping,
+// in the rows that can run.
+pairwise::Grid sharding_grid(int max_world_size);
+
+// Cases with `row`'s values and random draws for everything else (a world
+// of up to `max_world_size` ranks where the row puts ranks outside).
+rc::Gen<ShardingCase> sharding_case(const pairwise::Grid& grid, const pairwise::Row& row,
+                                    int max_world_size);
 
 // What a side reports after each step: every full parameter, every buffer
 // (as float64), and the grad_norm the clipping measured (NaN without
