@@ -149,7 +149,13 @@ double OptimWrapper::clip_by_global_norm(const std::vector<at::Tensor>& params,
     owned[it - sources.begin()].push_back(param);
   }
   if (sources.empty()) {
-    return torch::nn::utils::clip_grad_norm_(params, clip.max_norm, clip.norm_type);
+    // LibTorch's inf norm takes the max of each gradient, which an empty
+    // one has not; empty gradients count for nothing in any norm.
+    std::vector<at::Tensor> nonempty;
+    for (const auto& param : params) {
+      if (param.grad().numel() > 0) nonempty.push_back(param);
+    }
+    return torch::nn::utils::clip_grad_norm_(nonempty, clip.max_norm, clip.norm_type);
   }
   const bool infinite = std::isinf(clip.norm_type);
   double total = local_power_sum(local_grads, clip.norm_type);
