@@ -39,9 +39,9 @@ dist::GroupPtr wrapper_group(const dist::GroupPtr& requested, const std::string&
   return group;
 }
 
-std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module) {
+std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module, bool recurse) {
   std::vector<NamedParameter> params;
-  for (const auto& item : module.named_parameters()) {
+  for (const auto& item : module.named_parameters(recurse)) {
     if (item.value().requires_grad()) params.push_back({item.key(), item.value()});
   }
   return params;

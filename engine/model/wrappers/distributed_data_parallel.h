@@ -69,8 +69,9 @@ class MMDistributedDataParallel : public ModelWrapper, public optim::GradSyncSwi
   std::vector<std::string> anomalous_params_;
 };
 
-// The parameters of `module` that require grad, with their names.
-std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module);
+// The parameters of `module` that require grad, with their names (its
+// children's too unless `recurse` is false).
+std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module, bool recurse = true);
 
 // trainable_parameters(module), and the
 // collective setup every DDP does: check them across ranks and broadcast

@@ -17,6 +17,14 @@ MMSeparateDistributedDataParallel::MMSeparateDistributedDataParallel(
     attached_.push_back(child.value().get());
     reducers_.emplace(child.key(), std::move(reducer));
   }
+  // The module's own parameters belong to no child: mmengine leaves them
+  // unsynchronised, so the ranks drift apart. They get a reducer of their
+  // own, switched with the whole module.
+  std::vector<NamedParameter> own = trainable_parameters(this->module(), /*recurse=*/false);
+  if (!own.empty()) {
+    reducers_.emplace("",
+                      std::make_unique<Reducer>(std::move(own), group_, reducer_options(options_)));
+  }
 }
 
 MMSeparateDistributedDataParallel::~MMSeparateDistributedDataParallel() {

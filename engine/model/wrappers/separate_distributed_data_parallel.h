@@ -10,6 +10,7 @@ namespace engine::model {
 
 // mmengine's MMSeparateDistributedDataParallel: every direct child of the
 // module that has trainable parameters gets its own reducer (its own DDP),
+// and so do the module's own parameters (mmengine leaves those unsynced),
 // so that models with several optimizers (GANs) sync each part when that
 // part steps. C++ modules call their children directly, so instead of
 // replacing the children the wrapper attaches each reducer to its child:
@@ -36,7 +37,8 @@ class MMSeparateDistributedDataParallel : public ModelWrapper, public optim::Gra
   bool grad_sync_enabled() const override;
   void set_grad_sync_enabled(bool enabled) override;
 
-  // The reducers by child name (children without trainable parameters have none).
+  // The reducers by child name (children without trainable parameters have
+  // none), and under "" the one of the module's own parameters, if any.
   const std::map<std::string, std::unique_ptr<Reducer>>& reducers() const { return reducers_; }
 
  private:
