@@ -23,6 +23,7 @@ rc::Gen<NetSpec> net_spec() {
     spec.heads = *rc::gen::inRange<int64_t>(1, 4);
     spec.outputs = *rc::gen::inRange<int64_t>(1, 4);
     spec.batch_norm = *rc::gen::arbitrary<bool>();
+    spec.odd_parameters = *rc::gen::arbitrary<bool>();
     return spec;
   });
 }
@@ -33,7 +34,8 @@ std::string describe(const NetSpec& spec) {
   for (int64_t width : spec.trunk) text += std::to_string(width) + ",";
   return text + "] heads=" + std::to_string(spec.heads) +
          " outputs=" + std::to_string(spec.outputs) +
-         " batch_norm=" + std::to_string(spec.batch_norm);
+         " batch_norm=" + std::to_string(spec.batch_norm) +
+         " odd_parameters=" + std::to_string(spec.odd_parameters);
 }
 
 TestNet::TestNet(const NetSpec& spec) : spec_(spec) {
@@ -55,6 +57,10 @@ TestNet::TestNet(const NetSpec& spec) : spec_(spec) {
   for (int64_t h = 0; h < spec.heads; ++h) {
     layers_.push_back(
         register_module("head" + std::to_string(h), torch::nn::Linear(width, spec.outputs).ptr()));
+  }
+  if (spec.odd_parameters) {
+    register_parameter("scale", torch::full({}, 1.5));
+    register_parameter("nothing", torch::empty({0}));
   }
   to(torch::kDouble);
 }
@@ -87,6 +93,12 @@ engine::model::TensorDict TestNet::forward(const engine::model::TensorDict& data
     at::Tensor column = mask.select(1, h).unsqueeze(1);
     if (!column.any().item<bool>()) continue;
     out = out + column * run(next + h, layers_[next + h]->as<torch::nn::Linear>());
+  }
+  if (spec_.odd_parameters) {
+    // The module's own parameters, as the wrapper holds them now (a sharding
+    // wrapper swaps them while it gathers).
+    auto own = named_parameters(/*recurse=*/false);
+    out = out * own["scale"].to(out.scalar_type()) + own["nothing"].to(out.scalar_type()).sum();
   }
   if (mode == engine::model::ForwardMode::kLoss) {
     return {{"loss", torch::mse_loss(out, data.at("target"))}};

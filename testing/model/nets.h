@@ -24,6 +24,9 @@ struct NetSpec {
   int64_t heads = 1;
   int64_t outputs = 2;
   bool batch_norm = false;  // an engine BatchNorm after the first trunk layer
+  // Two parameters of the root itself: a 0-dimensional "scale" of the
+  // output and an empty "nothing" (no elements) added to it.
+  bool odd_parameters = false;
 };
 
 rc::Gen<NetSpec> net_spec();
