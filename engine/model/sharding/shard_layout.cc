@@ -8,7 +8,7 @@ namespace engine::model::sharding {
 
 std::vector<int64_t> ShardLayout::shard_sizes() const {
   std::vector<int64_t> sizes = full_sizes;
-  if (sizes.empty()) return shards == 1 ? sizes : std::vector<int64_t>{chunk_rows};
+  if (sizes.empty()) return {chunk_rows};
   sizes[0] = chunk_rows;
   return sizes;
 }

@@ -22,8 +22,7 @@ struct ShardLayout {
 
   int64_t full_numel() const { return rows * row_numel; }
   int64_t shard_numel() const { return chunk_rows * row_numel; }
-  // [chunk_rows, full_sizes[1:]...]: the shape a rank's shard has; a 0-dim
-  // parameter in one shard keeps its shape, so its shard is the parameter.
+  // [chunk_rows, full_sizes[1:]...]: the shape a rank's shard has.
   std::vector<int64_t> shard_sizes() const;
   // How many of shard rank `rank`'s rows hold data (the rest is padding).
   int64_t valid_rows(int rank) const;
