@@ -362,8 +362,12 @@ void FlatUnit::add_reduced(const std::vector<bool>& wanted) {
       all_added = false;
       continue;
     }
+    // Shaped as the parameter is when the optimizer steps it: a shard,
+    // except where a whole unit stays whole (a 0-dim shard is [1]).
+    const bool stays_whole = residency_ == Residency::kWhole && !sharded();
     const at::Tensor piece =
-        reduced.narrow(0, offsets_[i], layouts_[i].shard_numel()).view(layouts_[i].shard_sizes());
+        reduced.narrow(0, offsets_[i], layouts_[i].shard_numel())
+            .view(stays_whole ? layouts_[i].full_sizes : layouts_[i].shard_sizes());
     if (shard_grads_[i].defined()) {
       shard_grads_[i].add_(piece);
     } else {
