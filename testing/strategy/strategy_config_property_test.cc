@@ -6,16 +6,21 @@
 // process reaches from the first rank's model on the concatenated batch.
 // A key a strategy drops (module-state synchronisation, accumulation,
 // clipping) shows as a rank that keeps its own state or steps otherwise.
+// The checkpoint each case saves at its end holds, bit for bit, the state
+// it trained.
 #include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <torch/types.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <ostream>
 #include <string>
 
+#include "engine/checkpoint/file.h"
+#include "engine/checkpoint/state_dict.h"
 #include "engine/model/batch_norm.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/registry/registry.h"
@@ -72,14 +77,15 @@ Json fsdp_strategy() {
                   {"forward_prefetch", *rc::gen::arbitrary<bool>()}};
   Json policy = wrap_policy();
   if (!policy.is_null()) wrapper["auto_wrap_policy"] = policy;
-  return {{"type", "FSDPStrategy"}, {"model_wrapper", wrapper}};
+  return {{"type", "FSDPStrategy"}, {"model_wrapper", wrapper}, {"state_dict_type", "full"}};
 }
 
 Json zero_strategy() {
   return {{"type", "ZeroStrategy"},
           {"stage", *rc::gen::inRange(1, 4)},
           {"reduce_bucket_size", *rc::gen::inRange(1, 200)},
-          {"overlap_comm", *rc::gen::arbitrary<bool>()}};
+          {"overlap_comm", *rc::gen::arbitrary<bool>()},
+          {"state_dict_type", "full"}};
 }
 
 rc::Gen<ConfigCase> config_case() {
@@ -136,7 +142,18 @@ std::map<std::string, at::Tensor> state_of(engine::strategy::BaseStrategy& strat
   return ddp_cases::on_cpu(state);
 }
 
-ddp_cases::Snapshots train_rank(const ConfigCase& c, const nets::TestNet& initial, int rank) {
+// A fresh path for the checkpoint a case exports at its end.
+std::string export_path() {
+  static int cases = 0;
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "strategy_configs";
+  std::filesystem::create_directories(dir);
+  return (dir / ("case" + std::to_string(++cases) + ".pth")).string();
+}
+
+// Trains, then saves a checkpoint to `path` (one file: FSDP and ZeRO write
+// it full, gathered to rank 0).
+ddp_cases::Snapshots train_rank(const ConfigCase& c, const nets::TestNet& initial, int rank,
+                                const std::string& path) {
   const ddp_cases::TrainingCase& t = c.training;
   auto net = nets::make_net(t.spec);
   ddp_cases::set_starting_state(*net, initial, rank, t.seed, rank);
@@ -151,7 +168,27 @@ ddp_cases::Snapshots train_rank(const ConfigCase& c, const nets::TestNet& initia
     prepared.model->train_step(ddp_cases::batch_of(t, it, rank), *prepared.optim_wrapper);
     snapshots.push_back(state_of(*strategy));
   }
+  strategy->save_checkpoint(path, {t.iterations, 0});
   return snapshots;
+}
+
+// The first difference between the model state a checkpoint holds and
+// `trained`, bit for bit; nullopt when they agree.
+std::optional<std::string> export_difference(const std::string& path,
+                                             const std::map<std::string, at::Tensor>& trained) {
+  const auto saved = engine::checkpoint::from_dict(
+      engine::checkpoint::load_file(path).toGenericDict().at("state_dict").toGenericDict());
+  if (saved.size() != trained.size()) {
+    return "the checkpoint holds " + std::to_string(saved.size()) + " entries, the model " +
+           std::to_string(trained.size());
+  }
+  for (const auto& [name, value] : trained) {
+    const auto found = saved.find(name);
+    if (found == saved.end()) return "the checkpoint lacks " + name;
+    if (!torch::equal(found->second, value))
+      return "the checkpoint's " + name + " is not as trained";
+  }
+  return std::nullopt;
 }
 
 HARNESS_PROP(StrategyConfigs, RanksFromDifferentSeedsTrainLikeOneProcess, ()) {
@@ -159,8 +196,9 @@ HARNESS_PROP(StrategyConfigs, RanksFromDifferentSeedsTrainLikeOneProcess, ()) {
   torch::manual_seed(c.training.seed);
   auto initial = nets::make_net(c.training.spec);
   const auto expected = ddp_cases::train_serial(c.training, *initial);
+  const std::string path = export_path();
   const auto per_rank = harness::collect_ranks<ddp_cases::Snapshots>(
-      c.training.world_size, [&](int rank) { return train_rank(c, *initial, rank); },
+      c.training.world_size, [&](int rank) { return train_rank(c, *initial, rank, path); },
       harness::test_options(c.training.seed));
   if (auto departure = ddp_cases::first_departure(expected, per_rank[0], "rank 0")) {
     RC_FAIL(*departure);
@@ -170,6 +208,8 @@ HARNESS_PROP(StrategyConfigs, RanksFromDifferentSeedsTrainLikeOneProcess, ()) {
       RC_FAIL(*difference);
     }
   }
+  // What a user exports is what was trained.
+  if (auto difference = export_difference(path, per_rank[0].back())) RC_FAIL(*difference);
 }
 
 }  // namespace
