@@ -136,6 +136,17 @@ engine::dist::GroupPtr group_of(int world_size, const std::vector<int>& members)
   return engine::dist::new_group(members);
 }
 
+rc::Gen<std::vector<int>> any_ranks(int world_size, int count) {
+  return rc::gen::exec([world_size, count] {
+    std::vector<int> ranks = all_ranks(world_size);
+    for (int i = world_size - 1; i > 0; --i)
+      std::swap(ranks[i], ranks[*rc::gen::inRange(0, i + 1)]);
+    ranks.resize(count);
+    std::sort(ranks.begin(), ranks.end());
+    return ranks;
+  });
+}
+
 Split split_world(int world_size, const std::vector<int>& members) {
   Split split{group_of(world_size, members), nullptr};
   std::vector<int> others;

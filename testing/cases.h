@@ -48,6 +48,10 @@ std::vector<c10::ScalarType> dtypes_for(const std::string& op);
 // ranks, any shape: without rank 0, not contiguous, the whole world.
 rc::Gen<std::vector<int>> subgroup(int world_size, size_t min_size);
 
+// Any `count` ranks of a world of `world_size`, sorted: without rank 0,
+// with gaps, or all of them.
+rc::Gen<std::vector<int>> any_ranks(int world_size, int count);
+
 // Every rank of a world of `world_size`: 0, 1, ..., world_size - 1.
 std::vector<int> all_ranks(int world_size);
 

@@ -1,5 +1,7 @@
 #include "testing/pairwise.h"
 
+#include <rapidcheck.h>
+
 #include <stdexcept>
 
 namespace pairwise {
@@ -75,6 +77,21 @@ std::vector<Row> valid_rows(const std::vector<Factor>& factors, const Validity& 
 }
 
 }  // namespace
+
+Values named(const std::vector<Factor>& factors, const Row& row) {
+  Values values;
+  for (size_t f = 0; f < factors.size(); ++f)
+    values[factors[f].name] = factors[f].levels.at(row[f]);
+  return values;
+}
+
+Values draw(const std::vector<Factor>& factors, const std::function<bool(const Values&)>& valid) {
+  Values values;
+  do {
+    for (const auto& factor : factors) values[factor.name] = *rc::gen::elementOf(factor.levels);
+  } while (!valid(values));
+  return values;
+}
 
 const std::string& Grid::level(const Row& row, const std::string& factor) const {
   for (size_t f = 0; f < factors.size(); ++f) {

@@ -1,7 +1,13 @@
 #pragma once
 
+#include <rapidcheck.h>
+
 #include <cstddef>
+#include <exception>
 #include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +25,10 @@ struct Factor {
 
 // One value per factor: an index into its levels.
 using Row = std::vector<int>;
+
+// A row by factor name: each factor's value.
+using Values = std::map<std::string, std::string>;
+Values named(const std::vector<Factor>& factors, const Row& row);
 
 // Whether a whole row can be run (options that exclude each other).
 using Validity = std::function<bool(const Row&)>;
@@ -43,5 +53,33 @@ struct Grid {
 // the level counts must stay small (it is checked: at most a million).
 Grid covering_grid(std::vector<Factor> factors, const Validity& valid,
                    const std::vector<std::vector<std::string>>& crossed = {});
+
+// A valid combination drawn at random, every factor's value uniformly
+// (redrawn until `valid`): for random cases over the same options as a
+// grid. Call it inside a RapidCheck generator.
+Values draw(const std::vector<Factor>& factors, const std::function<bool(const Values&)>& valid);
+
+// Runs `check` on one case per row of `grid`, drawn by the generator
+// `case_for(row)` from a seed of the row's own (the same cases every run).
+// The first problem, as "row R (the case shown): problem"; an exception
+// counts as one.
+template <typename Case, typename CaseFor, typename Check>
+std::optional<std::string> first_failing_row(const Grid& grid, CaseFor case_for, Check check) {
+  for (size_t r = 0; r < grid.rows.size(); ++r) {
+    const Case c = case_for(grid.rows[r])(rc::Random(r + 1)).value();
+    std::optional<std::string> problem;
+    try {
+      problem = check(c);
+    } catch (const std::exception& error) {
+      problem = error.what();
+    }
+    if (problem) {
+      std::ostringstream shown;
+      showValue(c, shown);
+      return "row " + std::to_string(r) + " (" + shown.str() + "): " + *problem;
+    }
+  }
+  return std::nullopt;
+}
 
 }  // namespace pairwise

@@ -30,9 +30,13 @@ void showValue(const TrainingCase& c, std::ostream& os) {
 }
 
 rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad() {
+  return rc::gen::mapcat(rc::gen::element<std::string>("none", "norm", "value"),
+                         [](const std::string& kind) { return clip_grad(kind); });
+}
+
+rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad(const std::string& kind) {
   using engine::optim::ClipGrad;
-  return rc::gen::exec([]() -> std::optional<ClipGrad> {
-    const auto kind = *rc::gen::element<std::string>("none", "norm", "value");
+  return rc::gen::exec([kind]() -> std::optional<ClipGrad> {
     if (kind == "none") return std::nullopt;
     ClipGrad clip;
     if (kind == "norm") {
@@ -60,35 +64,89 @@ std::string describe(const std::optional<engine::optim::ClipGrad>& clip) {
   return "norm " + std::to_string(clip->max_norm) + " type " + std::to_string(clip->norm_type);
 }
 
+namespace {
+
+// The grid's options and their values, groups of up to `largest_group`.
+std::vector<pairwise::Factor> grid_factors(int largest_group) {
+  pairwise::Factor group_size{"group_size", {}};
+  for (int n = 1; n <= largest_group; ++n) group_size.levels.push_back(std::to_string(n));
+  return {group_size,
+          {"ranks_outside", {"none", "some"}},
+          {"bucket_cap_bytes", {"8", "100", "1000", "26214400"}},
+          {"gradient_as_bucket_view", {"off", "on"}},
+          {"find_unused_parameters", {"off", "on"}},
+          {"broadcast_buffers", {"off", "on"}},
+          {"clip_grad", {"none", "norm", "value"}},
+          {"accumulation", {"1", "2-3"}}};
+}
+
+// Ranks outside the group need a world larger than it.
+bool runnable(const pairwise::Values& values, int max_world_size) {
+  return values.at("ranks_outside") == "none" ||
+         std::stoi(values.at("group_size")) < max_world_size;
+}
+
+// A case with `values` on `members` of a world of `world_size`, random
+// draws for the rest.
+TrainingCase case_with(int world_size, std::vector<int> members, const pairwise::Values& values) {
+  TrainingCase c;
+  c.spec = *nets::net_spec();
+  c.world_size = world_size;
+  c.members = std::move(members);
+  c.batch = *rc::gen::inRange<int64_t>(c.spec.batch_norm ? 2 : 1, 5);
+  c.accumulative_counts = values.at("accumulation") == "1" ? 1 : *rc::gen::inRange<int64_t>(2, 4);
+  // At least one optimizer step, and sometimes a last partial group.
+  c.iterations = *rc::gen::inRange<int>(c.accumulative_counts, 2 * c.accumulative_counts + 2);
+  c.bucket_cap_bytes = std::stoll(values.at("bucket_cap_bytes"));
+  c.gradient_as_bucket_view = values.at("gradient_as_bucket_view") == "on";
+  c.find_unused_parameters = values.at("find_unused_parameters") == "on";
+  c.broadcast_buffers = values.at("broadcast_buffers") == "on";
+  c.clip_grad = *clip_grad(values.at("clip_grad"));
+  c.seed = *rc::gen::arbitrary<uint32_t>();
+  for (int it = 0; it < c.iterations; ++it) {
+    c.used_heads.emplace_back();
+    for (size_t seat = 0; seat < c.members.size(); ++seat) {
+      std::vector<bool> used(c.spec.heads, true);
+      if (c.find_unused_parameters) {
+        for (auto&& head : used) head = *rc::gen::arbitrary<bool>();
+        used[*rc::gen::inRange<int64_t>(0, c.spec.heads)] = true;  // the loss needs one
+      }
+      c.used_heads.back().push_back(used);
+    }
+    c.head_order.push_back(head_orders(static_cast<int>(c.members.size()), c.spec.heads));
+  }
+  return c;
+}
+
+}  // namespace
+
 rc::Gen<TrainingCase> training_case(std::optional<int> world_size) {
   return rc::gen::exec([world_size] {
-    TrainingCase c;
-    c.spec = *nets::net_spec();
-    c.world_size = world_size ? *world_size : *rc::gen::element(1, 2, 2, 3, 4);
-    c.batch = *rc::gen::inRange<int64_t>(c.spec.batch_norm ? 2 : 1, 5);
-    c.accumulative_counts = *rc::gen::inRange<int64_t>(1, 4);
-    // At least one optimizer step, and sometimes a last partial group.
-    c.iterations = *rc::gen::inRange<int>(c.accumulative_counts, 2 * c.accumulative_counts + 2);
-    c.bucket_cap_bytes = *rc::gen::element<int64_t>(8, 100, 1000, int64_t{25} << 20);
-    c.gradient_as_bucket_view = *rc::gen::arbitrary<bool>();
-    c.find_unused_parameters = *rc::gen::arbitrary<bool>();
-    c.broadcast_buffers = *rc::gen::arbitrary<bool>();
-    c.clip_grad = *clip_grad();
-    c.members = *cases::world_or_subgroup(c.world_size);
-    c.seed = *rc::gen::arbitrary<uint32_t>();
-    for (int it = 0; it < c.iterations; ++it) {
-      c.used_heads.emplace_back();
-      for (size_t seat = 0; seat < c.members.size(); ++seat) {
-        std::vector<bool> used(c.spec.heads, true);
-        if (c.find_unused_parameters) {
-          for (auto&& head : used) head = *rc::gen::arbitrary<bool>();
-          used[*rc::gen::inRange<int64_t>(0, c.spec.heads)] = true;  // the loss needs one
-        }
-        c.used_heads.back().push_back(used);
-      }
-      c.head_order.push_back(head_orders(static_cast<int>(c.members.size()), c.spec.heads));
-    }
-    return c;
+    const int world = world_size ? *world_size : *rc::gen::element(1, 2, 2, 3, 4);
+    const auto members = *cases::world_or_subgroup(world);
+    const auto values = pairwise::draw(grid_factors(1), [](const auto&) { return true; });
+    return case_with(world, members, values);
+  });
+}
+
+pairwise::Grid ddp_grid(int max_world_size) {
+  const auto factors = grid_factors(std::min(max_world_size, 4));
+  return pairwise::covering_grid(factors,
+                                 [&](const pairwise::Row& row) {
+                                   return runnable(pairwise::named(factors, row), max_world_size);
+                                 },
+                                 {{"group_size", "clip_grad", "find_unused_parameters"}});
+}
+
+rc::Gen<TrainingCase> training_case(const pairwise::Grid& grid, const pairwise::Row& row,
+                                    int max_world_size) {
+  const auto values = pairwise::named(grid.factors, row);
+  return rc::gen::exec([values, max_world_size] {
+    const int group_size = std::stoi(values.at("group_size"));
+    const int world = values.at("ranks_outside") == "none"
+                          ? group_size
+                          : *rc::gen::inRange(group_size + 1, max_world_size + 1);
+    return case_with(world, *cases::any_ranks(world, group_size), values);
   });
 }
 

@@ -10,6 +10,7 @@
 
 #include "engine/optim/optim_wrapper.h"
 #include "testing/model/nets.h"
+#include "testing/pairwise.h"
 
 // The DDP equivalence property's cases and its two sides, shared by the
 // simulator suite and the process suite (testing/process).
@@ -46,11 +47,25 @@ void showValue(const TrainingCase& c, std::ostream& os);
 // type, with max_norm below and above the gradients' norm) or by value (below
 // and above the gradients' magnitudes).
 rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad();
+// Clipping of one kind ("none", "norm" or "value"), its settings drawn.
+rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad(const std::string& kind);
 std::string describe(const std::optional<engine::optim::ClipGrad>& clip);
 std::string describe(const std::vector<int>& members);
 
 // Random cases; `world_size` fixes the rank count (processes), else 1-4.
 rc::Gen<TrainingCase> training_case(std::optional<int> world_size = std::nullopt);
+
+// The options every pair of whose values the grid runs at least once
+// (group size up to min(max_world_size, 4), ranks outside the group or
+// none, bucket size, gradient_as_bucket_view, find_unused_parameters,
+// broadcast_buffers, clipping, accumulation), and every combination of
+// group size, clipping and find_unused_parameters.
+pairwise::Grid ddp_grid(int max_world_size);
+
+// Cases with `row`'s values and random draws for everything else (a world
+// of up to `max_world_size` ranks where the row puts ranks outside).
+rc::Gen<TrainingCase> training_case(const pairwise::Grid& grid, const pairwise::Row& row,
+                                    int max_world_size);
 
 // The initial network every side starts from, the same in every process.
 std::shared_ptr<nets::TestNet> initial_net(const TrainingCase& c);

@@ -12,7 +12,6 @@
 
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "testing/harness.h"
@@ -48,22 +47,13 @@ TEST(ShardedEquivalence, EveryPairOfOptionValuesRunsAtLeastOnce) {
   const int max_world_size = harness::max_world_size(8);
   const auto grid = sharding_cases::sharding_grid(max_world_size);
   std::cout << "covering grid: " << grid.summary() << "\n";
-  for (size_t r = 0; r < grid.rows.size(); ++r) {
-    const ShardingCase c =
-        sharding_cases::sharding_case(grid, grid.rows[r], max_world_size)(rc::Random(r + 1))
-            .value();
-    std::optional<std::string> problem;
-    try {
-      problem = problem_of(c);
-    } catch (const std::exception& error) {
-      problem = error.what();
-    }
-    if (problem) {
-      std::ostringstream shown;
-      sharding_cases::showValue(c, shown);
-      FAIL() << "row " << r << " (" << shown.str() << "): " << *problem;
-    }
-  }
+  const auto problem = pairwise::first_failing_row<ShardingCase>(
+      grid,
+      [&](const pairwise::Row& row) {
+        return sharding_cases::sharding_case(grid, row, max_world_size);
+      },
+      problem_of);
+  if (problem) FAIL() << *problem;
 }
 
 }  // namespace

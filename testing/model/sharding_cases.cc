@@ -42,13 +42,12 @@ void showValue(const ShardingCase& c, std::ostream& os) {
 
 namespace {
 
-// The grid's options and their values. Random cases draw each as the grid
-// would name it, so both explore the same space.
-std::vector<pairwise::Factor> grid_factors(int max_world_size) {
+// The grid's options and their values, groups of up to `largest_group`.
+// Random cases draw each as the grid would name it, so both explore the
+// same space.
+std::vector<pairwise::Factor> grid_factors(int largest_group) {
   pairwise::Factor group_size{"group_size", {}};
-  for (int n = 1; n <= std::min(max_world_size, 4); ++n) {
-    group_size.levels.push_back(std::to_string(n));
-  }
+  for (int n = 1; n <= largest_group; ++n) group_size.levels.push_back(std::to_string(n));
   return {
       {"strategy", {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "ZERO_1", "ZERO_2"}},
       group_size,
@@ -67,7 +66,7 @@ bool is_zero(const std::string& strategy) { return strategy.rfind("ZERO", 0) == 
 // larger than the group and a strategy other than HYBRID_SHARD (which needs
 // the default group); ZeRO has no mixed precision nor offload; Adam only
 // where nothing rounds to float32 (see the comment on `adam` below).
-bool runnable(const std::map<std::string, std::string>& values, int max_world_size) {
+bool runnable(const pairwise::Values& values, int max_world_size) {
   const std::string& precision = values.at("precision");
   if (values.at("ranks_outside") == "some" &&
       (std::stoi(values.at("group_size")) >= max_world_size ||
@@ -81,37 +80,12 @@ bool runnable(const std::map<std::string, std::string>& values, int max_world_si
   return values.at("optimizer") == "sgd" || precision == "float64" || precision == "reduce_float64";
 }
 
-std::map<std::string, std::string> named(const std::vector<pairwise::Factor>& factors,
-                                         const pairwise::Row& row) {
-  std::map<std::string, std::string> values;
-  for (size_t f = 0; f < factors.size(); ++f) values[factors[f].name] = factors[f].levels[row[f]];
-  return values;
-}
-
-// A runnable combination drawn at random (groups up to max_world_size).
-std::map<std::string, std::string> drawn_values(int max_world_size) {
-  std::map<std::string, std::string> values;
-  do {
-    for (const auto& factor : grid_factors(max_world_size)) {
-      values[factor.name] = *rc::gen::elementOf(factor.levels);
-    }
-    values["group_size"] = std::to_string(*rc::gen::inRange(1, max_world_size + 1));
-  } while (!runnable(values, max_world_size));
-  return values;
-}
-
-std::optional<engine::optim::ClipGrad> clip_of_kind(const std::string& kind) {
-  if (kind == "none") return std::nullopt;
-  const auto wanted =
-      kind == "norm" ? engine::optim::ClipGrad::Kind::kNorm : engine::optim::ClipGrad::Kind::kValue;
-  return *rc::gen::suchThat(ddp_cases::clip_grad(),
-                            [wanted](const auto& clip) { return clip && clip->kind == wanted; });
-}
-
-rc::Gen<ShardingCase> case_with(int max_world_size,
-                                std::optional<std::map<std::string, std::string>> fixed) {
+rc::Gen<ShardingCase> case_with(int max_world_size, std::optional<pairwise::Values> fixed) {
   return rc::gen::exec([max_world_size, fixed] {
-    const auto values = fixed ? *fixed : drawn_values(max_world_size);
+    const auto values =
+        fixed ? *fixed : pairwise::draw(grid_factors(max_world_size), [&](const auto& v) {
+          return runnable(v, max_world_size);
+        });
     ShardingCase c;
     c.spec = *nets::net_spec();
     c.strategy = values.at("strategy");
@@ -122,10 +96,7 @@ rc::Gen<ShardingCase> case_with(int max_world_size,
     if (c.strategy == "HYBRID_SHARD") {
       c.hybrid_shard_size = c.world_size % 2 == 0 ? c.world_size / 2 : c.world_size;
     }
-    // Any group_size ranks of the world: without rank 0, with gaps, or all.
-    const auto shuffled = ddp_cases::head_orders(1, c.world_size).front();
-    c.members.assign(shuffled.begin(), shuffled.begin() + group_size);
-    std::sort(c.members.begin(), c.members.end());
+    c.members = *cases::any_ranks(c.world_size, group_size);
     const std::string& precision = values.at("precision");
     if (!is_zero(c.strategy)) {
       c.param_dtype = precision == "param_float32" ? "float32" : "";
@@ -142,7 +113,7 @@ rc::Gen<ShardingCase> case_with(int max_world_size,
     }
     c.wrap = values.at("wrap");
     c.accumulative_counts = values.at("accumulation") == "1" ? 1 : *rc::gen::inRange<int64_t>(2, 4);
-    c.clip_grad = clip_of_kind(values.at("clip_grad"));
+    c.clip_grad = *ddp_cases::clip_grad(values.at("clip_grad"));
     c.reduce_bucket_size = *rc::gen::inRange<int64_t>(1, 200);
     c.overlap_comm = *rc::gen::arbitrary<bool>();
     c.min_num_params = *rc::gen::inRange<int64_t>(1, 60);
@@ -188,16 +159,17 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
 }
 
 pairwise::Grid sharding_grid(int max_world_size) {
-  const auto factors = grid_factors(max_world_size);
-  return pairwise::covering_grid(
-      factors,
-      [&](const pairwise::Row& row) { return runnable(named(factors, row), max_world_size); },
-      {{"strategy", "group_size", "clip_grad"}});
+  const auto factors = grid_factors(std::min(max_world_size, 4));
+  return pairwise::covering_grid(factors,
+                                 [&](const pairwise::Row& row) {
+                                   return runnable(pairwise::named(factors, row), max_world_size);
+                                 },
+                                 {{"strategy", "group_size", "clip_grad"}});
 }
 
 rc::Gen<ShardingCase> sharding_case(const pairwise::Grid& grid, const pairwise::Row& row,
                                     int max_world_size) {
-  return case_with(max_world_size, named(grid.factors, row));
+  return case_with(max_world_size, pairwise::named(grid.factors, row));
 }
 
 namespace {
