@@ -24,6 +24,7 @@ rc::Gen<NetSpec> net_spec() {
     spec.outputs = *rc::gen::inRange<int64_t>(1, 4);
     spec.batch_norm = *rc::gen::arbitrary<bool>();
     spec.odd_parameters = *rc::gen::arbitrary<bool>();
+    spec.nested = *rc::gen::arbitrary<bool>();
     return spec;
   });
 }
@@ -35,7 +36,8 @@ std::string describe(const NetSpec& spec) {
   return text + "] heads=" + std::to_string(spec.heads) +
          " outputs=" + std::to_string(spec.outputs) +
          " batch_norm=" + std::to_string(spec.batch_norm) +
-         " odd_parameters=" + std::to_string(spec.odd_parameters);
+         " odd_parameters=" + std::to_string(spec.odd_parameters) +
+         " nested=" + std::to_string(spec.nested);
 }
 
 TestNet::TestNet(const NetSpec& spec) : spec_(spec) {
@@ -45,15 +47,18 @@ TestNet::TestNet(const NetSpec& spec) : spec_(spec) {
         "conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(spec.inputs, 3, 2)).ptr()));
     width = 3 * (spec.image - 1) * (spec.image - 1);
   }
+  torch::nn::Module& body =
+      spec.nested ? *register_module("body", std::make_shared<torch::nn::Module>("Body")) : *this;
   for (size_t i = 0; i < spec.trunk.size(); ++i) {
-    layers_.push_back(register_module("trunk" + std::to_string(i),
-                                      torch::nn::Linear(width, spec.trunk[i]).ptr()));
+    layers_.push_back(body.register_module("trunk" + std::to_string(i),
+                                           torch::nn::Linear(width, spec.trunk[i]).ptr()));
     width = spec.trunk[i];
     if (i == 0 && spec.batch_norm) {
-      layers_.push_back(register_module(
+      layers_.push_back(body.register_module(
           "norm", engine::model::BatchNorm(engine::model::BatchNormOptions(width)).ptr()));
     }
   }
+  if (spec.nested) body.register_parameter("gain", torch::linspace(0.5, 1.5, width));
   for (int64_t h = 0; h < spec.heads; ++h) {
     layers_.push_back(
         register_module("head" + std::to_string(h), torch::nn::Linear(width, spec.outputs).ptr()));
@@ -79,12 +84,26 @@ engine::model::TensorDict TestNet::forward(const engine::model::TensorDict& data
     x = torch::tanh(run(next, layers_[next]->as<torch::nn::Conv2d>())).flatten(1);
     ++next;
   }
-  for (size_t i = 0; i < spec_.trunk.size(); ++i, ++next) {
-    x = torch::tanh(run(next, layers_[next]->as<torch::nn::Linear>()));
-    if (i == 0 && spec_.batch_norm) {
-      ++next;
-      x = run(next, layers_[next]->as<engine::model::BatchNorm>());
+  auto trunk = [&] {
+    for (size_t i = 0; i < spec_.trunk.size(); ++i, ++next) {
+      x = torch::tanh(run(next, layers_[next]->as<torch::nn::Linear>()));
+      if (i == 0 && spec_.batch_norm) {
+        ++next;
+        x = run(next, layers_[next]->as<engine::model::BatchNorm>());
+      }
     }
+    return x;
+  };
+  if (spec_.nested) {
+    // The body's own parameter as the wrapper holds it now, read inside the
+    // body's call (a unit of its own under some wrap policies).
+    torch::nn::Module& body = *named_children()["body"];
+    x = engine::model::call_unit(body, [&] {
+      trunk();
+      return x * body.named_parameters(/*recurse=*/false)["gain"].to(x.scalar_type());
+    });
+  } else {
+    trunk();
   }
   at::Tensor out = torch::zeros({x.size(0), spec_.outputs}, x.options());
   const at::Tensor order = data.at("head_order");

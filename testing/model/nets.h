@@ -27,6 +27,10 @@ struct NetSpec {
   // Two parameters of the root itself: a 0-dimensional "scale" of the
   // output and an empty "nothing" (no elements) added to it.
   bool odd_parameters = false;
+  // The trunk (and its BatchNorm) inside a child "body" with a parameter
+  // of its own, "gain", scaling its output: a parent with parameters above
+  // its children, a unit that may hold units.
+  bool nested = false;
 };
 
 rc::Gen<NetSpec> net_spec();

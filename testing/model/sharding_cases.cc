@@ -34,10 +34,10 @@ void showValue(const ShardingCase& c, std::ostream& os) {
      << " reduce_bucket_size=" << c.reduce_bucket_size << " overlap_comm=" << c.overlap_comm
      << " wrap=" << c.wrap << " min_num_params=" << c.min_num_params << " batch=" << c.batch
      << " iterations=" << c.iterations << " accumulative_counts=" << c.accumulative_counts
-     << " communicate_every_step=" << c.communicate_every_step
-     << " ignore_first_head=" << c.ignore_first_head << " freeze_first_bias=" << c.freeze_first_bias
-     << " adam=" << c.adam << " clip_grad=" << ddp_cases::describe(c.clip_grad)
-     << " seed=" << c.seed << " net: " << nets::describe(c.spec);
+     << " communicate_every_step=" << c.communicate_every_step << " ignored=" << c.ignored
+     << " freeze_first_bias=" << c.freeze_first_bias << " adam=" << c.adam
+     << " clip_grad=" << ddp_cases::describe(c.clip_grad) << " seed=" << c.seed
+     << " net: " << nets::describe(c.spec);
 }
 
 namespace {
@@ -120,9 +120,12 @@ rc::Gen<ShardingCase> case_with(int max_world_size, std::optional<pairwise::Valu
     c.batch = *rc::gen::inRange<int64_t>(c.spec.batch_norm ? 2 : 1, 4);
     c.communicate_every_step = *rc::gen::arbitrary<bool>();
     c.iterations = *rc::gen::inRange<int>(c.accumulative_counts, 2 * c.accumulative_counts + 2);
-    // Ignored modules are not cast: a head left in float64 cannot take the
-    // trunk's float32 output (as in PyTorch).
-    c.ignore_first_head = c.param_dtype.empty() && *rc::gen::arbitrary<bool>();
+    // Ignored modules are not cast: a head or body left in float64 cannot
+    // exchange activations with the others in float32 (as in PyTorch).
+    if (c.param_dtype.empty()) {
+      c.ignored = c.spec.nested ? *rc::gen::element<std::string>("", "head0", "body")
+                                : *rc::gen::element<std::string>("", "head0");
+    }
     c.freeze_first_bias = *rc::gen::arbitrary<bool>();
     // Adam turns a gradient's rounding into a step of up to lr where the
     // gradient is as small as its rounding (as before a BatchNorm): under
@@ -194,8 +197,8 @@ engine::optim::OptimWrapperOptions wrapper_options(const ShardingCase& c) {
 std::shared_ptr<nets::TestNet> prepared_net(const ShardingCase& c) {
   auto net = nets::make_net(c.spec);
   if (c.freeze_first_bias) {
-    net->named_parameters()[c.spec.image > 0 ? "conv.bias" : "trunk0.bias"].set_requires_grad(
-        false);
+    const std::string first = c.spec.image > 0 ? "conv" : c.spec.nested ? "body.trunk0" : "trunk0";
+    net->named_parameters()[first + ".bias"].set_requires_grad(false);
   }
   return net;
 }
@@ -226,7 +229,7 @@ engine::model::FSDPOptions fsdp_options(const ShardingCase& c, nets::TestNet& ne
   options.sync_module_states = true;
   if (c.wrap == "layers") options.auto_wrap_policy.module_types = {"Linear", "Conv2d"};
   if (c.wrap == "size") options.auto_wrap_policy.min_num_params = c.min_num_params;
-  if (c.ignore_first_head) options.ignored_modules = {net.named_children()["head0"].get()};
+  if (!c.ignored.empty()) options.ignored_modules = {net.named_children()[c.ignored].get()};
   auto dtype = [](const std::string& name) -> std::optional<at::ScalarType> {
     if (name.empty()) return std::nullopt;
     return name == "float32" ? at::kFloat : at::kDouble;

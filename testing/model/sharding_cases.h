@@ -48,7 +48,9 @@ struct ShardingCase {
   // "root" (one unit), "layers" (every Linear and Conv2d), "size" (by count).
   std::string wrap = "root";
   int64_t min_num_params = 0;
-  bool ignore_first_head = false;
+  // FSDP's ignored_modules: none (""), "head0", or "body" (a module with
+  // children, in nested nets).
+  std::string ignored;
   bool freeze_first_bias = false;
   bool adam = false;
   std::optional<engine::optim::ClipGrad> clip_grad;
