@@ -11,9 +11,11 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <unordered_map>
 
 #include "engine/dist/info.h"
 #include "engine/model/batch_norm.h"
+#include "engine/model/init/deferred.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/zero_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
@@ -31,8 +33,9 @@ void showValue(const ShardingCase& c, std::ostream& os) {
      << " reduce_dtype=" << c.reduce_dtype << " buffer_dtype=" << c.buffer_dtype
      << " backward_prefetch=" << c.backward_prefetch << " forward_prefetch=" << c.forward_prefetch
      << " limit_all_gathers=" << c.limit_all_gathers << " cpu_offload=" << c.cpu_offload
-     << " reduce_bucket_size=" << c.reduce_bucket_size << " overlap_comm=" << c.overlap_comm
-     << " wrap=" << c.wrap << " min_num_params=" << c.min_num_params << " batch=" << c.batch
+     << " deferred=" << c.deferred << " reduce_bucket_size=" << c.reduce_bucket_size
+     << " overlap_comm=" << c.overlap_comm << " wrap=" << c.wrap
+     << " min_num_params=" << c.min_num_params << " batch=" << c.batch
      << " iterations=" << c.iterations << " accumulative_counts=" << c.accumulative_counts
      << " communicate_every_step=" << c.communicate_every_step << " ignored=" << c.ignored
      << " freeze_first_bias=" << c.freeze_first_bias << " adam=" << c.adam
@@ -110,6 +113,7 @@ rc::Gen<ShardingCase> case_with(int max_world_size, std::optional<pairwise::Valu
       c.forward_prefetch = *rc::gen::arbitrary<bool>();
       c.limit_all_gathers = *rc::gen::arbitrary<bool>();
       c.cpu_offload = values.at("cpu_offload") == "on";
+      c.deferred = *rc::gen::arbitrary<bool>();
     }
     c.wrap = values.at("wrap");
     c.accumulative_counts = values.at("accumulation") == "1" ? 1 : *rc::gen::inRange<int64_t>(2, 4);
@@ -220,6 +224,27 @@ double grad_norm_of(const engine::optim::OptimWrapper& optim) {
   return optim.last_grad_norm().value_or(std::numeric_limits<double>::quiet_NaN());
 }
 
+// Defers `net` and returns a param_init_fn that gives each module back the
+// parameters and buffers it held before (the deferred tensors stay the same
+// objects, so their TensorImpls key the values).
+std::function<void(torch::nn::Module&)> built_values(torch::nn::Module& net) {
+  auto values = std::make_shared<std::unordered_map<const c10::TensorImpl*, at::Tensor>>();
+  for (const auto& tensor : net.parameters())
+    (*values)[tensor.unsafeGetTensorImpl()] = tensor.detach().clone();
+  for (const auto& tensor : net.buffers())
+    (*values)[tensor.unsafeGetTensorImpl()] = tensor.detach().clone();
+  engine::model::init::defer(net);
+  return [values](torch::nn::Module& module) {
+    torch::NoGradGuard no_grad;
+    for (auto& tensor : module.parameters(/*recurse=*/false)) {
+      tensor.copy_(values->at(tensor.unsafeGetTensorImpl()));
+    }
+    for (auto& tensor : module.buffers(/*recurse=*/false)) {
+      tensor.copy_(values->at(tensor.unsafeGetTensorImpl()));
+    }
+  };
+}
+
 engine::model::FSDPOptions fsdp_options(const ShardingCase& c, nets::TestNet& net,
                                         const engine::dist::GroupPtr& group) {
   engine::model::FSDPOptions options;
@@ -240,6 +265,7 @@ engine::model::FSDPOptions fsdp_options(const ShardingCase& c, nets::TestNet& ne
   options.limit_all_gathers = c.limit_all_gathers;
   options.device_id = engine::dist::get_comm_device(group);
   options.cpu_offload = c.cpu_offload;
+  if (c.deferred) options.param_init_fn = built_values(net);
   return options;
 }
 

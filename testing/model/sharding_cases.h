@@ -41,6 +41,10 @@ struct ShardingCase {
   // shards on the CPU, computing on the GPU under nccl; on the CPU backends
   // all is on the CPU, as it is without it.
   bool cpu_offload = false;
+  // FSDP's deferred initialisation: each rank's net is deferred once built
+  // (engine/model/init/deferred.h) and param_init_fn gives every module
+  // back the values it was built with, unit by unit.
+  bool deferred = false;
   // FSDP's prefetching: BACKWARD_PRE, BACKWARD_POST or NONE.
   std::string backward_prefetch = "BACKWARD_PRE";
   bool forward_prefetch = false;
