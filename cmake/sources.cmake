@@ -343,6 +343,8 @@ set(DIST_ENGINE_TEST_SUPPORT_SOURCES
     testing/model/nets.h
     testing/model/sharding_cases.cc
     testing/model/sharding_cases.h
+    testing/pairwise.cc
+    testing/pairwise.h
     testing/process/verdict.cc
     testing/process/verdict.h
     testing/property.h
