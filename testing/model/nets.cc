@@ -58,7 +58,11 @@ TestNet::TestNet(const NetSpec& spec) : spec_(spec) {
           "norm", engine::model::BatchNorm(engine::model::BatchNormOptions(width)).ptr()));
     }
   }
-  if (spec.nested) body.register_parameter("gain", torch::linspace(0.5, 1.5, width));
+  if (spec.nested) {
+    body.register_parameter("gain", torch::linspace(0.5, 1.5, width));
+    body.register_module("meter", std::make_shared<torch::nn::Module>("Meter"))
+        ->register_buffer("forwards", torch::zeros({}));
+  }
   for (int64_t h = 0; h < spec.heads; ++h) {
     layers_.push_back(
         register_module("head" + std::to_string(h), torch::nn::Linear(width, spec.outputs).ptr()));
@@ -102,6 +106,10 @@ engine::model::TensorDict TestNet::forward(const engine::model::TensorDict& data
       trunk();
       return x * body.named_parameters(/*recurse=*/false)["gain"].to(x.scalar_type());
     });
+    if (is_training()) {
+      torch::NoGradGuard no_grad;
+      body.named_children()["meter"]->named_buffers()["forwards"].add_(1);
+    }
   } else {
     trunk();
   }

@@ -29,7 +29,9 @@ struct NetSpec {
   bool odd_parameters = false;
   // The trunk (and its BatchNorm) inside a child "body" with a parameter
   // of its own, "gain", scaling its output: a parent with parameters above
-  // its children, a unit that may hold units.
+  // its children, a unit that may hold units. The body also holds "meter",
+  // a module with a buffer and no parameter: "forwards", counting the
+  // training forwards (alike on every rank and in one process).
   bool nested = false;
 };
 
