@@ -147,6 +147,34 @@ rc::Gen<std::vector<int>> any_ranks(int world_size, int count) {
   });
 }
 
+int seat_of(const std::vector<int>& members, int rank) {
+  const auto it = std::lower_bound(members.begin(), members.end(), rank);
+  return it != members.end() && *it == rank ? static_cast<int>(it - members.begin()) : -1;
+}
+
+std::vector<pairwise::Factor> placement_factors(int largest_group) {
+  pairwise::Factor group_size{"group_size", {}};
+  for (int n = 1; n <= largest_group; ++n) group_size.levels.push_back(std::to_string(n));
+  return {group_size, {"ranks_outside", {"none", "some"}}};
+}
+
+bool placement_fits(const pairwise::Values& values, int max_world_size) {
+  return values.at("ranks_outside") == "none" ||
+         std::stoi(values.at("group_size")) < max_world_size;
+}
+
+rc::Gen<Placement> placement(const pairwise::Values& values, int max_world_size) {
+  const int group_size = std::stoi(values.at("group_size"));
+  const bool outside = values.at("ranks_outside") == "some";
+  return rc::gen::exec([group_size, outside, max_world_size] {
+    Placement placed;
+    placed.world_size =
+        outside ? *rc::gen::inRange(group_size + 1, max_world_size + 1) : group_size;
+    placed.members = *any_ranks(placed.world_size, group_size);
+    return placed;
+  });
+}
+
 Split split_world(int world_size, const std::vector<int>& members) {
   Split split{group_of(world_size, members), nullptr};
   std::vector<int> others;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/dist/group.h"
+#include "testing/pairwise.h"
 
 // Property-test cases whose results are exact, their inputs, and the serial
 // reference they are compared with.
@@ -51,6 +52,21 @@ rc::Gen<std::vector<int>> subgroup(int world_size, size_t min_size);
 // Any `count` ranks of a world of `world_size`, sorted: without rank 0,
 // with gaps, or all of them.
 rc::Gen<std::vector<int>> any_ranks(int world_size, int count);
+
+// `rank`'s index among the sorted `members`, -1 when it is not one.
+int seat_of(const std::vector<int>& members, int rank);
+
+// Where a case's group sits, as the covering grids name it: "group_size"
+// (1 to `largest_group`) and "ranks_outside" ("none": the group is the
+// world; "some": a larger world around it, of up to `max_world_size`
+// ranks, which placement_fits checks).
+std::vector<pairwise::Factor> placement_factors(int largest_group);
+bool placement_fits(const pairwise::Values& values, int max_world_size);
+struct Placement {
+  int world_size = 1;
+  std::vector<int> members;
+};
+rc::Gen<Placement> placement(const pairwise::Values& values, int max_world_size);
 
 // Every rank of a world of `world_size`: 0, 1, ..., world_size - 1.
 std::vector<int> all_ranks(int world_size);

@@ -67,7 +67,7 @@ std::vector<Row> valid_rows(const std::vector<Factor>& factors, const Validity& 
   std::vector<Row> rows;
   Row row(factors.size(), 0);
   for (size_t n = 0; n < product; ++n) {
-    if (valid(row)) rows.push_back(row);
+    if (valid(named(factors, row))) rows.push_back(row);
     for (size_t f = factors.size(); f-- > 0;) {  // the next row, last factor fastest
       if (++row[f] < static_cast<int>(factors[f].levels.size())) break;
       row[f] = 0;
@@ -85,7 +85,7 @@ Values named(const std::vector<Factor>& factors, const Row& row) {
   return values;
 }
 
-Values draw(const std::vector<Factor>& factors, const std::function<bool(const Values&)>& valid) {
+Values draw(const std::vector<Factor>& factors, const Validity& valid) {
   Values values;
   do {
     for (const auto& factor : factors) values[factor.name] = *rc::gen::elementOf(factor.levels);

@@ -30,8 +30,9 @@ using Row = std::vector<int>;
 using Values = std::map<std::string, std::string>;
 Values named(const std::vector<Factor>& factors, const Row& row);
 
-// Whether a whole row can be run (options that exclude each other).
-using Validity = std::function<bool(const Row&)>;
+// Whether a whole row, by name, can be run (options that exclude each
+// other).
+using Validity = std::function<bool(const Values&)>;
 
 struct Grid {
   std::vector<Factor> factors;
@@ -57,7 +58,7 @@ Grid covering_grid(std::vector<Factor> factors, const Validity& valid,
 // A valid combination drawn at random, every factor's value uniformly
 // (redrawn until `valid`): for random cases over the same options as a
 // grid. Call it inside a RapidCheck generator.
-Values draw(const std::vector<Factor>& factors, const std::function<bool(const Values&)>& valid);
+Values draw(const std::vector<Factor>& factors, const Validity& valid);
 
 // Runs `check` on one case per row of `grid`, drawn by the generator
 // `case_for(row)` from a seed of the row's own (the same cases every run).

@@ -45,7 +45,10 @@ HARNESS_PROP(Pairwise, EveryPairOfAValidRowIsCoveredByValidRows, ()) {
   std::vector<Factor> factors;
   for (int f = 0; f < count; ++f) {
     Factor factor{"f" + std::to_string(f), {}};
-    for (int l = *rc::gen::inRange(1, 5); l > 0; --l) factor.levels.push_back(std::to_string(l));
+    // Each value named by its index, so that a row is read back from its names.
+    for (int l = 0, n = *rc::gen::inRange(1, 5); l < n; ++l) {
+      factor.levels.push_back(std::to_string(l));
+    }
     factors.push_back(factor);
   }
   // Forbidden pairs make some rows invalid, as options that exclude each other do.
@@ -55,11 +58,16 @@ HARNESS_PROP(Pairwise, EveryPairOfAValidRowIsCoveredByValidRows, ()) {
       if (*rc::gen::inRange(0, 8) == 0) forbidden.insert(pair);
     }
   }
-  auto valid = [&](const Row& row) {
+  auto allowed = [&](const Row& row) {
     for (const Pair& pair : pairs_of(row)) {
       if (forbidden.count(pair)) return false;
     }
     return true;
+  };
+  auto valid = [&](const pairwise::Values& values) {
+    Row row;
+    for (const auto& factor : factors) row.push_back(std::stoi(values.at(factor.name)));
+    return allowed(row);
   };
   // Three factors crossed in full: the first, the last and the middle one.
   const std::vector<size_t> crossed = {0, factors.size() / 2, factors.size() - 1};
@@ -74,12 +82,12 @@ HARNESS_PROP(Pairwise, EveryPairOfAValidRowIsCoveredByValidRows, ()) {
   std::set<Pair> wanted, covered;
   std::set<std::vector<int>> wanted_crossed, covered_crossed;
   for (const Row& row : product(factors)) {
-    if (!valid(row)) continue;
+    if (!allowed(row)) continue;
     wanted.merge(pairs_of(row));
     wanted_crossed.insert(crossed_values(row));
   }
   for (const Row& row : grid.rows) {
-    RC_ASSERT(valid(row));
+    RC_ASSERT(allowed(row));
     covered.merge(pairs_of(row));
     covered_crossed.insert(crossed_values(row));
   }
@@ -93,7 +101,7 @@ HARNESS_PROP(Pairwise, EveryPairOfAValidRowIsCoveredByValidRows, ()) {
 TEST(Pairwise, FarFewerRowsThanTheProductAndNamedLevels) {
   std::vector<Factor> factors;
   for (int f = 0; f < 6; ++f) factors.push_back({"f" + std::to_string(f), {"a", "b", "c"}});
-  const auto grid = pairwise::covering_grid(factors, [](const Row&) { return true; });
+  const auto grid = pairwise::covering_grid(factors, [](const pairwise::Values&) { return true; });
   EXPECT_EQ(grid.combinations, 15u * 9u);
   EXPECT_LE(grid.rows.size(), 20u);  // of 729; at least 9, one per pair of f0 and f1
   EXPECT_GE(grid.rows.size(), 9u);
@@ -101,10 +109,10 @@ TEST(Pairwise, FarFewerRowsThanTheProductAndNamedLevels) {
   EXPECT_EQ(grid.summary().find(std::to_string(grid.rows.size()) + " rows cover all 135"), 0u);
   EXPECT_THROW(grid.level(grid.rows[0], "f9"), std::invalid_argument);
   const auto crossed =
-      pairwise::covering_grid(factors, [](const Row&) { return true; }, {{"f0", "f1", "f2"}});
+      pairwise::covering_grid(factors, [](const pairwise::Values&) { return true; }, {{"f0", "f1", "f2"}});
   EXPECT_EQ(crossed.combinations, 135u + 27u);
   EXPECT_GE(crossed.rows.size(), 27u);
-  EXPECT_THROW(pairwise::covering_grid(factors, [](const Row&) { return true; }, {{"f7"}}),
+  EXPECT_THROW(pairwise::covering_grid(factors, [](const pairwise::Values&) { return true; }, {{"f7"}}),
                std::invalid_argument);
 }
 

@@ -55,7 +55,7 @@ std::vector<RankView> sample(const Groups& g, int64_t size, const SamplerOptions
   const auto all = harness::collect_ranks<RankView>(g.world_size, [&](int rank) {
     const auto split = cases::split_world(g.world_size, g.members);
     RankView view;
-    if (std::binary_search(g.members.begin(), g.members.end(), rank)) {
+    if (cases::seat_of(g.members, rank) >= 0) {
       DefaultSampler sampler(size, options, split.members);
       view.epoch0 = sampler.indices();
       view.num_samples = sampler.num_samples();
@@ -156,10 +156,10 @@ HARNESS_PROP(SamplerProperty, InfiniteSamplerRanksShareOneSequenceOfPasses, ()) 
   const auto all = harness::collect_ranks<std::vector<int64_t>>(g.world_size, [&](int rank) {
     const auto split = cases::split_world(g.world_size, g.members);
     std::vector<int64_t> mine;
-    const auto seat = std::lower_bound(g.members.begin(), g.members.end(), rank);
-    if (seat != g.members.end() && *seat == rank) {
+    const int seat = cases::seat_of(g.members, rank);
+    if (seat >= 0) {
       engine::data::InfiniteSampler sampler(size, options, split.members);
-      EXPECT_EQ(sampler.rank(), seat - g.members.begin());
+      EXPECT_EQ(sampler.rank(), seat);
       EXPECT_EQ(sampler.world_size(), world_size);
       EXPECT_EQ(sampler.size(), size);
       // Taken one by one and then as a batch: the same stream.

@@ -68,22 +68,14 @@ namespace {
 
 // The grid's options and their values, groups of up to `largest_group`.
 std::vector<pairwise::Factor> grid_factors(int largest_group) {
-  pairwise::Factor group_size{"group_size", {}};
-  for (int n = 1; n <= largest_group; ++n) group_size.levels.push_back(std::to_string(n));
-  return {group_size,
-          {"ranks_outside", {"none", "some"}},
-          {"bucket_cap_bytes", {"8", "100", "1000", "26214400"}},
-          {"gradient_as_bucket_view", {"off", "on"}},
-          {"find_unused_parameters", {"off", "on"}},
-          {"broadcast_buffers", {"off", "on"}},
-          {"clip_grad", {"none", "norm", "value"}},
-          {"accumulation", {"1", "2-3"}}};
-}
-
-// Ranks outside the group need a world larger than it.
-bool runnable(const pairwise::Values& values, int max_world_size) {
-  return values.at("ranks_outside") == "none" ||
-         std::stoi(values.at("group_size")) < max_world_size;
+  auto factors = cases::placement_factors(largest_group);
+  factors.insert(factors.end(), {{"bucket_cap_bytes", {"8", "100", "1000", "26214400"}},
+                                 {"gradient_as_bucket_view", {"off", "on"}},
+                                 {"find_unused_parameters", {"off", "on"}},
+                                 {"broadcast_buffers", {"off", "on"}},
+                                 {"clip_grad", {"none", "norm", "value"}},
+                                 {"accumulation", {"1", "2-3"}}});
+  return factors;
 }
 
 // A case with `values` on `members` of a world of `world_size`, random
@@ -130,23 +122,18 @@ rc::Gen<TrainingCase> training_case(std::optional<int> world_size) {
 }
 
 pairwise::Grid ddp_grid(int max_world_size) {
-  const auto factors = grid_factors(std::min(max_world_size, 4));
-  return pairwise::covering_grid(factors,
-                                 [&](const pairwise::Row& row) {
-                                   return runnable(pairwise::named(factors, row), max_world_size);
-                                 },
-                                 {{"group_size", "clip_grad", "find_unused_parameters"}});
+  return pairwise::covering_grid(
+      grid_factors(std::min(max_world_size, 4)),
+      [&](const pairwise::Values& values) { return cases::placement_fits(values, max_world_size); },
+      {{"group_size", "clip_grad", "find_unused_parameters"}});
 }
 
 rc::Gen<TrainingCase> training_case(const pairwise::Grid& grid, const pairwise::Row& row,
                                     int max_world_size) {
   const auto values = pairwise::named(grid.factors, row);
   return rc::gen::exec([values, max_world_size] {
-    const int group_size = std::stoi(values.at("group_size"));
-    const int world = values.at("ranks_outside") == "none"
-                          ? group_size
-                          : *rc::gen::inRange(group_size + 1, max_world_size + 1);
-    return case_with(world, *cases::any_ranks(world, group_size), values);
+    auto placed = *cases::placement(values, max_world_size);
+    return case_with(placed.world_size, std::move(placed.members), values);
   });
 }
 
@@ -194,7 +181,7 @@ std::map<std::string, at::Tensor> state_of(torch::nn::Module& module) {
 
 Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int rank) {
   const engine::dist::GroupPtr group = cases::group_of(c.world_size, c.members);
-  const int seat = seat_of(c.members, rank);
+  const int seat = cases::seat_of(c.members, rank);
   if (seat < 0) return {};
   auto net = nets::make_net(c.spec);
   if (c.spec.batch_norm) engine::model::convert_sync_batchnorm(*net, group);
@@ -254,11 +241,6 @@ std::optional<std::string> first_departure(const Snapshots& expected, const Snap
 std::map<std::string, at::Tensor> on_cpu(std::map<std::string, at::Tensor> tensors) {
   for (auto& [name, value] : tensors) value = value.cpu();
   return tensors;
-}
-
-int seat_of(const std::vector<int>& members, int rank) {
-  const auto it = std::lower_bound(members.begin(), members.end(), rank);
-  return it != members.end() && *it == rank ? static_cast<int>(it - members.begin()) : -1;
 }
 
 std::optional<std::string> first_difference(const Snapshots& first, int first_rank,

@@ -114,9 +114,6 @@ std::optional<std::string> first_departure(const Snapshots& expected, const Snap
 // nccl), to compare with the serial run's.
 std::map<std::string, at::Tensor> on_cpu(std::map<std::string, at::Tensor> tensors);
 
-// `rank`'s index among the sorted `members`, -1 when it is not one.
-int seat_of(const std::vector<int>& members, int rank);
-
 // The first value (by iteration) where rank `rank`'s snapshots `other` are
 // not bit for bit rank `first_rank`'s `first`, described; nullopt when none
 // is.

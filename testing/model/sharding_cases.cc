@@ -49,31 +49,30 @@ namespace {
 // Random cases draw each as the grid would name it, so both explore the
 // same space.
 std::vector<pairwise::Factor> grid_factors(int largest_group) {
-  pairwise::Factor group_size{"group_size", {}};
-  for (int n = 1; n <= largest_group; ++n) group_size.levels.push_back(std::to_string(n));
-  return {
-      {"strategy", {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "ZERO_1", "ZERO_2"}},
-      group_size,
-      {"ranks_outside", {"none", "some"}},
-      {"clip_grad", {"none", "norm", "value"}},
-      {"precision", {"float64", "param_float32", "reduce_float32", "reduce_float64"}},
-      {"accumulation", {"1", "2-3"}},
-      {"wrap", {"root", "layers", "size"}},
-      {"optimizer", {"sgd", "adam"}},
-      {"cpu_offload", {"off", "on"}}};
+  std::vector<pairwise::Factor> factors = {
+      {"strategy",
+       {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "ZERO_1", "ZERO_2"}}};
+  for (auto& factor : cases::placement_factors(largest_group)) factors.push_back(factor);
+  factors.insert(factors.end(),
+                 {{"clip_grad", {"none", "norm", "value"}},
+                  {"precision", {"float64", "param_float32", "reduce_float32", "reduce_float64"}},
+                  {"accumulation", {"1", "2-3"}},
+                  {"wrap", {"root", "layers", "size"}},
+                  {"optimizer", {"sgd", "adam"}},
+                  {"cpu_offload", {"off", "on"}}});
+  return factors;
 }
 
 bool is_zero(const std::string& strategy) { return strategy.rfind("ZERO", 0) == 0; }
 
-// Whether a combination can run: ranks outside the group need a world
-// larger than the group and a strategy other than HYBRID_SHARD (which needs
-// the default group); ZeRO has no mixed precision nor offload; Adam only
-// where nothing rounds to float32 (see the comment on `adam` below).
+// Whether a combination can run: the placement must fit, and ranks outside
+// the group need a strategy other than HYBRID_SHARD (which needs the
+// default group); ZeRO has no mixed precision nor offload; Adam only where
+// nothing rounds to float32 (see the comment on `adam` below).
 bool runnable(const pairwise::Values& values, int max_world_size) {
   const std::string& precision = values.at("precision");
-  if (values.at("ranks_outside") == "some" &&
-      (std::stoi(values.at("group_size")) >= max_world_size ||
-       values.at("strategy") == "HYBRID_SHARD")) {
+  if (!cases::placement_fits(values, max_world_size) ||
+      (values.at("ranks_outside") == "some" && values.at("strategy") == "HYBRID_SHARD")) {
     return false;
   }
   if (is_zero(values.at("strategy")) &&
@@ -92,14 +91,12 @@ rc::Gen<ShardingCase> case_with(int max_world_size, std::optional<pairwise::Valu
     ShardingCase c;
     c.spec = *nets::net_spec();
     c.strategy = values.at("strategy");
-    const int group_size = std::stoi(values.at("group_size"));
-    c.world_size = values.at("ranks_outside") == "none"
-                       ? group_size
-                       : *rc::gen::inRange(group_size + 1, max_world_size + 1);
+    auto placed = *cases::placement(values, max_world_size);
+    c.world_size = placed.world_size;
+    c.members = std::move(placed.members);
     if (c.strategy == "HYBRID_SHARD") {
       c.hybrid_shard_size = c.world_size % 2 == 0 ? c.world_size / 2 : c.world_size;
     }
-    c.members = *cases::any_ranks(c.world_size, group_size);
     const std::string& precision = values.at("precision");
     if (!is_zero(c.strategy)) {
       c.param_dtype = precision == "param_float32" ? "float32" : "";
@@ -137,7 +134,7 @@ rc::Gen<ShardingCase> case_with(int max_world_size, std::optional<pairwise::Valu
     // their own dtype either way.
     c.adam = values.at("optimizer") == "adam";
     c.seed = *rc::gen::arbitrary<uint32_t>();
-    const bool rank_dependent = c.strategy.rfind("ZERO", 0) == 0 || c.wrap == "root";
+    const bool rank_dependent = is_zero(c.strategy) || c.wrap == "root";
     for (int it = 0; it < c.iterations; ++it) {
       std::vector<std::vector<bool>> used;
       for (size_t seat = 0; seat < c.members.size(); ++seat) {
@@ -166,12 +163,10 @@ rc::Gen<ShardingCase> sharding_case(int max_world_size) {
 }
 
 pairwise::Grid sharding_grid(int max_world_size) {
-  const auto factors = grid_factors(std::min(max_world_size, 4));
-  return pairwise::covering_grid(factors,
-                                 [&](const pairwise::Row& row) {
-                                   return runnable(pairwise::named(factors, row), max_world_size);
-                                 },
-                                 {{"strategy", "group_size", "clip_grad"}});
+  return pairwise::covering_grid(
+      grid_factors(std::min(max_world_size, 4)),
+      [&](const pairwise::Values& values) { return runnable(values, max_world_size); },
+      {{"strategy", "group_size", "clip_grad"}});
 }
 
 rc::Gen<ShardingCase> sharding_case(const pairwise::Grid& grid, const pairwise::Row& row,
@@ -288,7 +283,7 @@ std::shared_ptr<MMFullyShardedDataParallel> wrap(const ShardingCase& c,
 
 Run train_rank(const ShardingCase& c, const nets::TestNet& initial, int rank) {
   const engine::dist::GroupPtr group = cases::group_of(c.world_size, c.members);
-  const int seat = ddp_cases::seat_of(c.members, rank);
+  const int seat = cases::seat_of(c.members, rank);
   if (seat < 0) return {};
   auto net = prepared_net(c);
   ddp_cases::set_starting_state(*net, initial, seat, c.seed, rank);

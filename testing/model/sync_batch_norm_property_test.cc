@@ -138,12 +138,11 @@ HARNESS_PROP(SyncBatchNorm, EqualsBatchNormOverTheConcatenatedBatch, ()) {
       [&](int rank) {
         const auto split = cases::split_world(c.world_size, c.members);
         Outcome outcome;
-        const auto seat = std::lower_bound(c.members.begin(), c.members.end(), rank);
-        if (seat != c.members.end() && *seat == rank) {
+        const int seat = cases::seat_of(c.members, rank);
+        if (seat >= 0) {
           BatchNorm norm = c.convert_before_init ? converted_early[rank] : make_norm(c);
           if (!c.convert_before_init) engine::model::convert_sync_batchnorm(*norm, split.members);
-          const auto i = seat - c.members.begin();
-          outcome = run_norm(norm, inputs[i], coefficients[i]);
+          outcome = run_norm(norm, inputs[seat], coefficients[seat]);
         }
         cases::keep_busy(split.others);
         return outcome;

@@ -355,6 +355,9 @@ void FlatUnit::finish_reduction(const std::vector<bool>& used) {
 void FlatUnit::add_reduced(const std::vector<bool>& wanted) {
   if (!reduced_.defined()) return;
   const at::Tensor reduced = in_pool(reduced_, reduced_.options().device(master_options_.device()));
+  // Shaped as the parameters are when the optimizer steps them: shards,
+  // except where a whole unit stays whole (a 0-dim shard is [1]).
+  const bool stays_whole = residency_ == Residency::kWhole && !sharded();
   bool all_added = true;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].tensor.requires_grad() || added_[i]) continue;
@@ -362,9 +365,6 @@ void FlatUnit::add_reduced(const std::vector<bool>& wanted) {
       all_added = false;
       continue;
     }
-    // Shaped as the parameter is when the optimizer steps it: a shard,
-    // except where a whole unit stays whole (a 0-dim shard is [1]).
-    const bool stays_whole = residency_ == Residency::kWhole && !sharded();
     const at::Tensor piece =
         reduced.narrow(0, offsets_[i], layouts_[i].shard_numel())
             .view(stays_whole ? layouts_[i].full_sizes : layouts_[i].shard_sizes());
