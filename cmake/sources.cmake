@@ -50,6 +50,8 @@ set(DIST_ENGINE_SOURCES
     engine/dist/objects.h
     engine/dist/pickle.cc
     engine/dist/pickle.h
+    engine/dist/pickle_bounds.cc
+    engine/dist/pickle_bounds.h
     engine/dist/reduce_kernel.cc
     engine/dist/reduce_kernel.h
     engine/dist/reduce_op.cc
@@ -60,6 +62,8 @@ set(DIST_ENGINE_SOURCES
     engine/dist/staging.h
     engine/dist/work.cc
     engine/dist/work.h
+    engine/dist/zip_index.cc
+    engine/dist/zip_index.h
     engine/flight/chrome_trace.cc
     engine/flight/chrome_trace.h
     engine/flight/diagnosis.cc
@@ -390,6 +394,7 @@ set(DIST_ENGINE_UNIT_TEST_SOURCES
     engine/dist/backends/store/tcp_store_test.cc
     engine/dist/describe_test.cc
     engine/dist/init_test.cc
+    engine/dist/pickle_bounds_test.cc
     engine/dist/pickle_test.cc
     engine/dist/reduce_kernel_test.cc
     engine/dist/reduce_op_test.cc

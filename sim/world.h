@@ -86,8 +86,8 @@ std::optional<std::string> determinism_violation(int world_size, WorldOptions op
                                                  const std::function<void(int rank)>& body);
 
 // "ok" for nullptr, else the error's type: "Timeout", "PeerFailure",
-// "CollectiveMismatch", "InvalidArgument", "DistError", "InjectedCrash",
-// "InjectedHang" or "other".
+// "CollectiveMismatch", "InvalidArgument", "MalformedInput", "DistError",
+// "InjectedCrash", "InjectedHang" or "other".
 const char* error_kind(const std::exception_ptr& error);
 // The error's message ("" for nullptr).
 std::string error_message(const std::exception_ptr& error);

@@ -18,6 +18,8 @@ const char* dist_error_kind(const std::exception_ptr& error) {
     return "CollectiveMismatch";
   } catch (const InvalidArgument&) {
     return "InvalidArgument";
+  } catch (const MalformedInput&) {
+    return "MalformedInput";
   } catch (const DistError&) {
     return "DistError";
   } catch (...) {

@@ -40,8 +40,17 @@ class PeerFailure : public DistError {
   using DistError::DistError;
 };
 
+// Bytes from outside the process (a file, a peer's frame) that the engine
+// refuses to read: the message names where they came from, what in them was
+// wrong and where (a record, a byte offset).
+class MalformedInput : public DistError {
+ public:
+  using DistError::DistError;
+};
+
 // The engine error's type: "Timeout", "PeerFailure", "CollectiveMismatch",
-// "InvalidArgument" or "DistError"; nullptr for nullptr and other errors.
+// "InvalidArgument", "MalformedInput" or "DistError"; nullptr for nullptr and
+// other errors.
 const char* dist_error_kind(const std::exception_ptr& error);
 
 // "[rank 3] " + what: the prefix every engine message starts with.

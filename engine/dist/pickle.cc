@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "engine/dist/errors.h"
+#include "engine/dist/pickle_bounds.h"
 
 namespace engine::dist {
 namespace {
@@ -111,12 +112,13 @@ at::Tensor adopt_bytes(std::vector<char>&& bytes) {
 c10::IValue unpickle(const at::Tensor& bytes, const std::string& what) {
   const at::Tensor flat = bytes.contiguous();
   const char* begin = static_cast<const char*>(flat.data_ptr());
+  check_pickle_archive(std::string_view(begin, static_cast<size_t>(flat.numel())), what);
   try {
     std::lock_guard<std::mutex> lock(pickler_mutex());
     return torch::jit::pickle_load(std::vector<char>(begin, begin + flat.numel()));
   } catch (const std::exception& e) {
-    throw DistError(what + " is not a valid pickle (" + std::to_string(flat.numel()) +
-                    " bytes): " + e.what());
+    throw MalformedInput(what + " is not a valid pickle (" + std::to_string(flat.numel()) +
+                         " bytes): " + e.what());
   }
 }
 

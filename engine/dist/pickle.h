@@ -9,7 +9,9 @@
 namespace engine::dist {
 
 // An IValue as a 1-D uint8 tensor in the torch.save format, and back.
-// unpickle throws DistError naming `what` when the bytes are not a pickle.
+// unpickle throws MalformedInput naming `what` when the bytes are not a
+// pickle, or ask for more than check_pickle_archive (pickle_bounds.h) allows:
+// nothing from outside the process reaches LibTorch's unpickler unchecked.
 // Every tensor comes back with its shape, strides, dtype and values (an
 // empty view at a storage offset comes back at offset 0: LibTorch 2.x loads
 // no other form of it).

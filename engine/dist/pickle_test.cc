@@ -61,12 +61,13 @@ TEST(Pickle, TensorsWithValuesKeepTheirViewOfTheStorage) {
   EXPECT_EQ(back.storage_offset(), view.storage_offset());
 }
 
-TEST(Pickle, BytesThatAreNoPickleAreADistErrorNamingWhatTheyWere) {
+TEST(Pickle, BytesThatAreNoPickleAreMalformedInputNamingWhatTheyWere) {
   try {
     unpickle(at::arange(16, at::kByte), "the object of rank 3");
     FAIL() << "no error";
-  } catch (const DistError& e) {
-    EXPECT_NE(std::string(e.what()).find("the object of rank 3 is not a valid pickle (16 bytes)"),
+  } catch (const MalformedInput& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "the object of rank 3 is not a readable torch.save archive (16 bytes)"),
               std::string::npos)
         << e.what();
   }

@@ -1,0 +1,26 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace engine::dist {
+
+// The records of a torch.save archive (a zip whose records are stored, not
+// compressed), read from its central directory and checked against the
+// archive's own bytes before anything trusts a size it declares.
+//
+// Keys are record names without the archive's first folder ("data.pkl",
+// "data/0"), as caffe2's PyTorchStreamReader names them. Every record is
+// stored (compression method 0), declares the same compressed and
+// uncompressed size, and lies whole inside the archive; the names are
+// distinct. The archive may end with a comment (the engine's checkpoint
+// envelope is one). Zip64 fields are read where a size or offset needs them.
+//
+// Throws MalformedInput whose message starts with `what` and says which
+// record or byte offset is wrong.
+std::map<std::string, std::string_view> zip_records(std::string_view archive,
+                                                    const std::string& what);
+
+}  // namespace engine::dist
