@@ -158,6 +158,10 @@ TEST_F(CheckpointFileTest, ForeignAndMissingFilesAreNamed) {
   EXPECT_NE(load_error().find("not a dist-engine checkpoint"), std::string::npos);
   fs::remove(path_);
   EXPECT_NE(load_error().find("checkpoint " + path_ + ": cannot open it"), std::string::npos);
+  fs::create_directory(path_);
+  EXPECT_NE(load_error().find("checkpoint " + path_ + ": a folder, not a checkpoint file"),
+            std::string::npos);
+  fs::remove(path_);
   save_file(path_, content(1));
   overwrite(bytes() + "extra");
   EXPECT_NE(load_error().find("trailing bytes"), std::string::npos);

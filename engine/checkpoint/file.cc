@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string_view>
 
@@ -138,6 +139,12 @@ c10::IValue load_zip_without_envelope(const std::string& path, const FileBytes& 
 }
 
 FileBytes read_whole(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    fail(path,
+         "a folder, not a checkpoint file (a sharded checkpoint is read through the "
+         "strategy that saved it)");
+  }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail(path, "cannot open it (" + std::string(std::strerror(errno)) + ")");
   FileBytes bytes{at::empty({static_cast<int64_t>(in.tellg())}, at::kByte)};
