@@ -155,47 +155,126 @@ void load_group_options(torch::optim::Optimizer& optimizer, const OptimizerState
   }
 }
 
+// Reads the layout of to_state_dict, failing with InvalidArgument that
+// names the state's source.
+struct StateDictReader {
+  const std::string& what;
+
+  void expect(bool holds, const std::string& rule) const {
+    if (!holds) throw dist::InvalidArgument(what + " is not an optimizer state_dict: " + rule);
+  }
+
+  c10::impl::GenericDict dict(const c10::IValue& value, const std::string& of) const {
+    expect(value.isGenericDict(), of + " must be a dict");
+    return value.toGenericDict();
+  }
+
+  c10::ArrayRef<c10::IValue> list(const c10::IValue& value, const std::string& of) const {
+    expect(value.isList(), of + " must be a list");
+    return value.toListRef();
+  }
+
+  c10::IValue entry(const c10::impl::GenericDict& dict, const std::string& key) const {
+    const auto found = dict.find(key);
+    expect(found != dict.end(), "it has no \"" + key + "\"");
+    return found->value();
+  }
+
+  // A dict whose keys are strings, as a ValueDict.
+  ValueDict named_values(const c10::IValue& value, const std::string& of) const {
+    ValueDict out = empty_value_dict();
+    for (const auto& item : dict(value, of)) {
+      expect(item.key().isString(), of + "'s keys must be strings");
+      out.insert(item.key().toStringRef(), item.value());
+    }
+    return out;
+  }
+};
+
 }  // namespace
 
 ValueDict empty_value_dict() { return ValueDict(c10::StringType::get(), c10::AnyType::get()); }
 
-at::Tensor optimizer_bytes(const torch::optim::Optimizer& optimizer) {
-  std::lock_guard<std::mutex> lock(archive_mutex());
-  OutputArchive archive;
-  optimizer.save(archive);
-  return bytes_of(archive);
-}
-
-void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const at::Tensor& bytes) {
-  load_optimizer_state(optimizer, optimizer_state_from_bytes(bytes));
-}
-
-OptimizerState optimizer_state_from_bytes(const at::Tensor& bytes) {
-  std::lock_guard<std::mutex> lock(archive_mutex());
-  InputArchive archive;
-  read_bytes(archive, bytes);
-  return parse(archive);
-}
-
-at::Tensor optimizer_bytes_of(const OptimizerState& state) {
-  std::lock_guard<std::mutex> lock(archive_mutex());
-  OutputArchive archive;
-  build(archive, state);
-  return bytes_of(archive);
-}
-
 OptimizerState optimizer_state(const torch::optim::Optimizer& optimizer) {
-  return optimizer_state_from_bytes(optimizer_bytes(optimizer));
+  std::lock_guard<std::mutex> lock(archive_mutex());
+  OutputArchive written;
+  optimizer.save(written);
+  InputArchive read;
+  read_bytes(read, bytes_of(written));
+  return parse(read);
 }
 
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerState& state) {
   check_fits(optimizer, state);
-  const at::Tensor bytes = optimizer_bytes_of(state);
   std::lock_guard<std::mutex> lock(archive_mutex());
-  InputArchive archive;
-  read_bytes(archive, bytes);
-  optimizer.load(archive);
-  load_group_options(optimizer, state);
+  OutputArchive written;
+  build(written, state);
+  InputArchive read;
+  read_bytes(read, bytes_of(written));
+  try {
+    optimizer.load(read);
+    load_group_options(optimizer, state);
+  } catch (const c10::Error& error) {
+    throw dist::InvalidArgument(
+        dist::on_rank(dist::get_rank(),
+                      "optimizer state that this optimizer cannot take (a value of the "
+                      "wrong type, or a missing one; was it saved by another optimizer?): " +
+                          std::string(error.what_without_backtrace())));
+  }
+}
+
+c10::IValue to_state_dict(const OptimizerState& state) {
+  c10::impl::GenericDict states(c10::IntType::get(), c10::AnyType::get());
+  for (size_t i = 0; i < state.params.size(); ++i) {
+    if (!state.params[i].empty()) states.insert(static_cast<int64_t>(i), state.params[i]);
+  }
+  c10::impl::GenericList groups(c10::AnyType::get());
+  int64_t next = 0;
+  for (size_t g = 0; g < state.group_sizes.size(); ++g) {
+    ValueDict group = state.group_options[g].copy();
+    // A list of Any, not of int: the pickler writes int lists through
+    // torch.jit._pickle.build_intlist, a global torch.load(weights_only=True)
+    // refuses.
+    c10::impl::GenericList indices(c10::AnyType::get());
+    for (int64_t i = 0; i < state.group_sizes[g]; ++i) indices.push_back(next++);
+    group.insert("params", indices);
+    groups.push_back(group);
+  }
+  ValueDict out = empty_value_dict();
+  out.insert("state", states);
+  out.insert("param_groups", groups);
+  return out;
+}
+
+OptimizerState from_state_dict(const c10::IValue& value, const std::string& what) {
+  const StateDictReader reader{what};
+  const c10::impl::GenericDict top = reader.dict(value, "the optimizer state");
+  OptimizerState out;
+  const c10::IValue groups = reader.entry(top, "param_groups");
+  for (const c10::IValue& group : reader.list(groups, "param_groups")) {
+    ValueDict options = reader.named_values(group, "a param group");
+    const c10::IValue indices = reader.entry(options, "params");
+    static_cast<void>(options.erase("params"));
+    int64_t size = 0;
+    for (const c10::IValue& index : reader.list(indices, "a param group's params")) {
+      reader.expect(index.isInt() && index.toInt() == static_cast<int64_t>(out.params.size()),
+                    "param group indices must count 0, 1, 2, ... across the groups in order");
+      out.params.push_back(empty_value_dict());
+      ++size;
+    }
+    out.group_options.push_back(std::move(options));
+    out.group_sizes.push_back(size);
+  }
+  const c10::impl::GenericDict states = reader.dict(reader.entry(top, "state"), "state");
+  for (const auto& entry : states) {
+    const c10::IValue& index = entry.key();
+    reader.expect(index.isInt() && index.toInt() >= 0 &&
+                      index.toInt() < static_cast<int64_t>(out.params.size()),
+                  "\"state\" is keyed by parameter indices of the param groups");
+    out.params[static_cast<size_t>(index.toInt())] =
+        reader.named_values(entry.value(), "a parameter's state");
+  }
+  return out;
 }
 
 }  // namespace engine::optim

@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace torch::optim {
@@ -39,11 +40,17 @@ OptimizerState optimizer_state(const torch::optim::Optimizer& optimizer);
 // InvalidArgument if the groups or their sizes differ from the optimizer's.
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerState& state);
 
-// The optimizer's save() as bytes (LibTorch's archive format; the form
-// single-file checkpoints keep), and load_optimizer_state from them.
-at::Tensor optimizer_bytes(const torch::optim::Optimizer& optimizer);
-void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const at::Tensor& bytes);
-OptimizerState optimizer_state_from_bytes(const at::Tensor& bytes);
-at::Tensor optimizer_bytes_of(const OptimizerState& state);
+// `state` in the layout of PyTorch's optimizer.state_dict(), the form
+// checkpoints keep: {"state": {index: {name: value}}, "param_groups":
+// [{option: value, ..., "params": [index, ...]}]}, indices counting the
+// parameters of every group in order; a parameter without state has no
+// entry in "state". Only values: unlike LibTorch's own archive of an
+// optimizer (a TorchScript module, whose loading compiles and runs the code
+// inside it), it loads through the engine's checked unpickler.
+c10::IValue to_state_dict(const OptimizerState& state);
+
+// The inverse of to_state_dict. Throws InvalidArgument that starts with
+// `what` and says what in `value` is not of that layout.
+OptimizerState from_state_dict(const c10::IValue& value, const std::string& what);
 
 }  // namespace engine::optim

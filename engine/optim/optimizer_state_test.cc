@@ -13,9 +13,11 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/dist/errors.h"
+#include "engine/dist/pickle.h"
 
 namespace engine::optim {
 namespace {
@@ -52,9 +54,13 @@ void expect_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << "parameter " << i;
 }
 
+OptimizerState as_it_is(const OptimizerState& state) { return state; }
+
 // Training three steps straight equals training one, carrying the state over
-// to a new optimizer, and training two more.
-void expect_state_carries_training(const MakeOptimizer& make) {
+// (through `carry`) to a new optimizer, and training two more.
+void expect_state_carries_training(
+    const MakeOptimizer& make,
+    const std::function<OptimizerState(const OptimizerState&)>& carry = as_it_is) {
   auto straight_params = make_params();
   auto straight = make(straight_params);
   train(*straight, straight_params, 0, 3);
@@ -68,7 +74,7 @@ void expect_state_carries_training(const MakeOptimizer& make) {
   EXPECT_TRUE(state.params[2].empty());  // no gradient, no state
   auto second_params = copies(first_params);
   auto second = make(second_params);
-  load_optimizer_state(*second, state);
+  load_optimizer_state(*second, carry(state));
   train(*second, second_params, 1, 3);
   expect_equal(straight_params, second_params);
 }
@@ -119,6 +125,107 @@ TEST(OptimizerStateTest, StateForOtherGroupsIsRefusedWithTheSizes) {
     EXPECT_NE(std::string(error.what())
                   .find("sizes [ 2 ] does not fit an optimizer whose groups "
                         "have [ 3 ] parameters"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+// An SGD optimizer over two param groups: the first two parameters, then
+// the third.
+std::unique_ptr<torch::optim::Optimizer> make_grouped_sgd(std::vector<at::Tensor> params) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<at::Tensor>{params[0], params[1]});
+  groups.emplace_back(std::vector<at::Tensor>{params[2]},
+                      std::make_unique<torch::optim::SGDOptions>(0.2));
+  return std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+
+TEST(OptimizerStateTest, TheStateDictHasPyTorchsLayout) {
+  auto params = make_params();
+  auto sgd = make_grouped_sgd(params);
+  train(*sgd, params, 0, 1);
+  const c10::IValue dict = to_state_dict(optimizer_state(*sgd));
+  const auto top = dict.toGenericDict();
+  const auto states = top.at("state").toGenericDict();
+  ASSERT_EQ(states.size(), 2u);  // the third parameter never had a gradient
+  EXPECT_TRUE(at::equal(states.at(1).toGenericDict().at("momentum_buffer").toTensor(),
+                        at::full({4}, 1.25, at::kDouble)));
+  const auto groups = top.at("param_groups").toListRef();
+  ASSERT_EQ(groups.size(), 2u);
+  const auto indices = [&](size_t g) {
+    std::vector<int64_t> out;
+    for (const auto& index : groups[g].toGenericDict().at("params").toListRef()) {
+      out.push_back(index.toInt());
+    }
+    return out;
+  };
+  EXPECT_EQ(indices(0), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(indices(1), (std::vector<int64_t>{2}));
+  EXPECT_DOUBLE_EQ(groups[1].toGenericDict().at("lr").toDouble(), 0.2);
+  EXPECT_DOUBLE_EQ(groups[0].toGenericDict().at("momentum").toDouble(), 0.9);
+}
+
+TEST(OptimizerStateTest, StateCarriesOverThroughTheStateDictAsCheckpointsKeepIt) {
+  for (const MakeOptimizer& make : {MakeOptimizer(make_grouped_sgd), MakeOptimizer(make_adam)}) {
+    expect_state_carries_training(make, [](const OptimizerState& state) {
+      const at::Tensor bytes = dist::pickle_untagged(to_state_dict(state));
+      return from_state_dict(dist::unpickle(bytes, "the saved state"), "the saved state");
+    });
+  }
+}
+
+// `state_dict` with one change, and the words its error must hold.
+struct Malformed {
+  std::function<void(c10::impl::GenericDict&)> change;
+  std::string words;
+};
+
+TEST(OptimizerStateTest, StateDictsOfAnotherLayoutAreInvalidArgumentSayingWhat) {
+  auto params = make_params();
+  auto sgd = make_grouped_sgd(params);
+  train(*sgd, params, 0, 1);
+  const auto group = [](c10::impl::GenericDict& dict, size_t g) {
+    return dict.at("param_groups").toListRef()[g].toGenericDict();
+  };
+  const std::vector<Malformed> cases = {
+      {[](auto& d) { static_cast<void>(d.erase("param_groups")); }, "it has no \"param_groups\""},
+      {[](auto& d) { d.insert_or_assign("param_groups", 3); }, "param_groups must be a list"},
+      {[&](auto& d) { group(d, 1).insert_or_assign("params", c10::List<int64_t>({5})); },
+       "param group indices must count 0, 1, 2, ... across the groups in order"},
+      {[&](auto& d) { static_cast<void>(group(d, 0).erase("params")); }, "it has no \"params\""},
+      {[](auto& d) { d.insert_or_assign("state", c10::List<int64_t>({1})); },
+       "state must be a dict"},
+      {[](auto& d) { d.at("state").toGenericDict().insert(3, empty_value_dict()); },
+       "\"state\" is keyed by parameter indices of the param groups"},
+      {[](auto& d) { d.at("state").toGenericDict().insert_or_assign(0, 1.5); },
+       "a parameter's state must be a dict"},
+  };
+  for (const Malformed& malformed : cases) {
+    c10::IValue dict = to_state_dict(optimizer_state(*sgd));
+    auto top = dict.toGenericDict();
+    malformed.change(top);
+    try {
+      from_state_dict(dict, "file f");
+      ADD_FAILURE() << "no error for " << malformed.words;
+    } catch (const dist::InvalidArgument& error) {
+      EXPECT_EQ(std::string(error.what()),
+                "file f is not an optimizer state_dict: " + malformed.words);
+    }
+  }
+  EXPECT_THROW(from_state_dict(c10::IValue(at::ones({3})), "file f"), dist::InvalidArgument);
+}
+
+TEST(OptimizerStateTest, StateOfTheWrongTypeIsInvalidArgument) {
+  auto params = make_params();
+  auto sgd = make_sgd(params);
+  train(*sgd, params, 0, 1);
+  OptimizerState state = optimizer_state(*sgd);
+  state.params[0].insert_or_assign("momentum_buffer", std::string("not a tensor"));
+  try {
+    load_optimizer_state(*sgd, state);
+    FAIL() << "no error";
+  } catch (const dist::InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("optimizer state that this optimizer cannot take"),
               std::string::npos)
         << error.what();
   }

@@ -120,16 +120,18 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
 void BaseStrategy::write_checkpoint(const std::string& path, Dict training) {
   write_single_file(
       path, std::move(training), [this] { return checkpoint::state_dict(module()); },
-      [this] { return optim::optimizer_bytes(prepared().optim_wrapper->optimizer()); });
+      [this] {
+        return optim::to_state_dict(optim::optimizer_state(prepared().optim_wrapper->optimizer()));
+      });
 }
 
 void BaseStrategy::write_single_file(const std::string& path, Dict training,
                                      const std::function<checkpoint::StateDict()>& model_state,
-                                     const std::function<at::Tensor()>& optimizer_bytes) {
+                                     const std::function<c10::IValue()>& optimizer_state) {
   checkpoint::on_first_rank_for_all(
       [&] {
         training.insert("state_dict", checkpoint::to_dict(model_state()));
-        training.insert("optimizer", optimizer_bytes());
+        training.insert("optimizer", optimizer_state());
         checkpoint::save_file(path, training);
       },
       "save the checkpoint");
@@ -149,6 +151,24 @@ c10::IValue BaseStrategy::checkpoint_entry(const Dict& content, const std::strin
   return content.at(key);
 }
 
+optim::OptimizerState BaseStrategy::optimizer_entry(const Dict& content, const std::string& key,
+                                                    const std::string& path) {
+  const c10::IValue entry = checkpoint_entry(content, key, path);
+  if (entry.isTensor()) {
+    throw checkpoint::CheckpointError(dist::on_rank(
+        dist::get_rank(),
+        "checkpoint " + path + ": its \"" + key +
+            "\" entry is LibTorch's optimizer archive, which an engine before the state_dict "
+            "layout wrote; this engine does not load it (loading one compiles and runs the "
+            "TorchScript inside it). Resume from the weights (load_from) instead"));
+  }
+  try {
+    return optim::from_state_dict(entry, "checkpoint " + path + "'s \"" + key + "\" entry");
+  } catch (const dist::InvalidArgument& error) {
+    throw checkpoint::CheckpointError(dist::on_rank(dist::get_rank(), error.what()));
+  }
+}
+
 Dict BaseStrategy::read_checkpoint(const std::string& path, const LoadOptions& options,
                                    bool with_optimizer) {
   const Dict content = read_single_file(path);
@@ -158,8 +178,8 @@ Dict BaseStrategy::read_checkpoint(const std::string& path, const LoadOptions& o
   checkpoint::load_state_dict(module(), checkpoint::revise_keys(weights, options.revise_keys),
                               options.strict, path);
   if (with_optimizer) {
-    optim::load_optimizer_bytes(prepared().optim_wrapper->optimizer(),
-                                checkpoint_entry(content, "optimizer", path).toTensor());
+    optim::load_optimizer_state(prepared().optim_wrapper->optimizer(),
+                                optimizer_entry(content, "optimizer", path));
   }
   return content;
 }

@@ -198,11 +198,11 @@ void FSDPStrategy::write_checkpoint(const std::string& path, Dict training) {
           for (const auto& item : full.params) state[item.first] = item.second;
           return state;
         },
-        [&] { return optim::optimizer_bytes_of(positional(full.optimizer, optimizer)); });
+        [&] { return optim::to_state_dict(positional(full.optimizer, optimizer)); });
     return;
   }
   training.insert("buffers", checkpoint::to_dict(buffers()));
-  training.insert("optimizer_groups", optim::optimizer_bytes_of(positional({}, optimizer)));
+  training.insert("optimizer_groups", optim::to_state_dict(positional({}, optimizer)));
   checkpoint::save_sharded(path, sharded_state(&optimizer), training);
 }
 
@@ -231,8 +231,7 @@ Dict FSDPStrategy::read_into(const std::string& path, const LoadOptions& options
     content = checkpoint::load_sharded(path, state);
     load_buffers(checkpoint::from_dict(checkpoint_entry(content, "buffers", path).toGenericDict()),
                  path);
-    groups = optim::optimizer_state_from_bytes(
-        checkpoint_entry(content, "optimizer_groups", path).toTensor());
+    groups = optimizer_entry(content, "optimizer_groups", path);
   } else {
     content = read_full_file(path, options, with_optimizer, state, groups);
   }
@@ -258,8 +257,7 @@ Dict FSDPStrategy::read_full_file(const std::string& path, const LoadOptions& op
     }
   }
   if (with_optimizer) {
-    groups =
-        optim::optimizer_state_from_bytes(checkpoint_entry(content, "optimizer", path).toTensor());
+    groups = optimizer_entry(content, "optimizer", path);
     const auto names = optimizer_parameter_names();
     if (groups.params.size() != names.size()) {
       throw checkpoint::CheckpointError(dist::on_rank(

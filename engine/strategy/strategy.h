@@ -13,6 +13,7 @@
 #include "engine/checkpoint/state_dict.h"
 #include "engine/model/base_model.h"
 #include "engine/optim/optim_wrapper.h"
+#include "engine/optim/optimizer_state.h"
 #include "engine/optim/param_scheduler.h"
 #include "engine/registry/registry.h"
 
@@ -142,15 +143,19 @@ class BaseStrategy {
                                          const std::string& path);
 
   // One file written by rank 0: `training` with "state_dict" and
-  // "optimizer" (LibTorch's archive bytes), computed on rank 0 only.
+  // "optimizer" (optim::to_state_dict's layout), computed on rank 0 only.
   void write_single_file(const std::string& path, c10::impl::GenericDict training,
                          const std::function<checkpoint::StateDict()>& model_state,
-                         const std::function<at::Tensor()>& optimizer_bytes);
+                         const std::function<c10::IValue()>& optimizer_state);
   // A file written by write_single_file, read on every rank.
   static c10::impl::GenericDict read_single_file(const std::string& path);
   // content[key], or a CheckpointError naming the file and the key.
   static c10::IValue checkpoint_entry(const c10::impl::GenericDict& content, const std::string& key,
                                       const std::string& path);
+  // An optimizer state kept under content[key], or a CheckpointError naming
+  // the file, the key and what is wrong with it.
+  static optim::OptimizerState optimizer_entry(const c10::impl::GenericDict& content,
+                                               const std::string& key, const std::string& path);
 
  private:
   using SchedulerFor =

@@ -83,8 +83,7 @@ Tensors checkpoint_contents(const std::string& path, const std::vector<std::stri
        engine::checkpoint::from_dict(content.at("state_dict").toGenericDict())) {
     out[prefix + "param/" + name] = value;
   }
-  const auto optimizer =
-      engine::optim::optimizer_state_from_bytes(content.at("optimizer").toTensor());
+  const auto optimizer = engine::optim::from_state_dict(content.at("optimizer"), "the checkpoint");
   for (size_t i = 0; i < optimizer.params.size(); ++i) {
     for (const auto& entry : optimizer.params[i]) {
       const at::Tensor value = as_tensor(entry.value());

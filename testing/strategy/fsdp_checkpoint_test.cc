@@ -149,7 +149,7 @@ std::string model_and_optimizer_difference(const std::string& a, const std::stri
     }
   }
   const auto optimizer = [](const c10::impl::GenericDict& content) {
-    return engine::optim::optimizer_state_from_bytes(content.at("optimizer").toTensor());
+    return engine::optim::from_state_dict(content.at("optimizer"), "the checkpoint");
   };
   const auto x = optimizer(first), y = optimizer(second);
   if (x.params.size() != y.params.size()) return "optimizer parameter count";

@@ -5,12 +5,14 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/randint.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 #include <torch/optim/sgd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
@@ -19,6 +21,7 @@
 #include "engine/model/wrappers/separate_distributed_data_parallel.h"
 #include "engine/model/wrappers/wrapper_registry.h"
 #include "engine/model/wrappers/zero_data_parallel.h"
+#include "engine/optim/optimizer_state.h"
 #include "engine/optim/param_scheduler.h"
 #include "examples/classifier.h"
 #include "testing/harness.h"
@@ -48,7 +51,7 @@ const Json kOptim = {{"optimizer", {{"type", "SGD"}, {"lr", 0.1}}}};
 std::string temp_path(const std::string& name) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "strategy";
   std::filesystem::create_directories(dir);
-  std::filesystem::remove(dir / name);
+  std::filesystem::remove_all(dir / name);
   return (dir / name).string();
 }
 
@@ -326,6 +329,75 @@ TEST(StrategyTest, CheckpointsRoundTripWithExtraDataUntouchedAndPrefixesRevised)
                             engine::checkpoint::state_dict(fresh->module()).at(key)));
     }
   });
+}
+
+// Where a strategy keeps its optimizer state in a checkpoint.
+struct OptimizerEntry {
+  Json config;
+  std::string file;  // inside the checkpoint's folder, or "" for the checkpoint itself
+  std::string key;   // in the file's dict, or in its "common" dict for an index
+};
+
+std::vector<OptimizerEntry> optimizer_entries() {
+  return {{{{"type", "DDPStrategy"}}, "", "optimizer"},
+          {{{"type", "FSDPStrategy"}, {"state_dict_type", "full"}}, "", "optimizer"},
+          {{{"type", "FSDPStrategy"}, {"state_dict_type", "sharded"}},
+           "index.ckpt",
+           "optimizer_groups"}};
+}
+
+// Resuming, on each of 2 ranks, from a checkpoint whose optimizer state was
+// replaced by `optimizer`: the error of each rank.
+std::vector<std::string> resume_errors(const OptimizerEntry& entry, const c10::IValue& optimizer) {
+  const std::string path = temp_path("optimizer_" + entry.key + ".pth");
+  Json config = entry.config;
+  config["seed_process_generator"] = false;
+  return harness::collect_ranks<std::string>(2, [&](int rank) {
+    auto strategy = strategies().build(config);
+    strategy->prepare(small_model(1), kOptim);
+    strategy->save_checkpoint(path, {1, 0});
+    if (rank == 0) {
+      const std::string file = entry.file.empty() ? path : path + "/" + entry.file;
+      auto content = engine::checkpoint::load_file(file).toGenericDict();
+      auto holder = entry.file.empty() ? content : content.at("common").toGenericDict();
+      holder.insert_or_assign(entry.key, optimizer);
+      engine::checkpoint::save_file(file, content);
+    }
+    engine::dist::barrier();
+    auto fresh = strategies().build(config);
+    fresh->prepare(small_model(2), kOptim);
+    try {
+      fresh->resume(path);
+    } catch (const engine::checkpoint::CheckpointError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  });
+}
+
+// Earlier engines kept LibTorch's archive of the optimizer, a TorchScript
+// module: loading one compiles and runs the code inside it.
+TEST(StrategyTest, AnOptimizerKeptAsLibTorchsArchiveIsRefusedOnResume) {
+  for (const OptimizerEntry& entry : optimizer_entries()) {
+    for (const std::string& error : resume_errors(entry, at::zeros({64}, at::kByte))) {
+      EXPECT_NE(error.find("\"" + entry.key + "\" entry is LibTorch's optimizer archive"),
+                std::string::npos)
+          << entry.config << ": " << error;
+    }
+  }
+}
+
+TEST(StrategyTest, AnOptimizerStateOfAnotherLayoutIsACheckpointErrorSayingWhat) {
+  auto layout = engine::optim::empty_value_dict();
+  layout.insert("state", engine::optim::empty_value_dict());
+  for (const OptimizerEntry& entry : optimizer_entries()) {
+    for (const std::string& error : resume_errors(entry, layout)) {
+      EXPECT_NE(error.find("'s \"" + entry.key +
+                           "\" entry is not an optimizer state_dict: it has no \"param_groups\""),
+                std::string::npos)
+          << entry.config << ": " << error;
+    }
+  }
 }
 
 // The one helper behind every checkpoint write and read that spans ranks.
