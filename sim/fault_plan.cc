@@ -14,24 +14,27 @@ const char* kind_name(Fault::Kind kind) {
       return "delay";
     case Fault::Kind::kNeverArrive:
       return "never";
+    case Fault::Kind::kGarble:
+      return "garble";
   }
   return "?";
 }
 
 Fault parse_fault(const std::string& text) {
-  static const std::regex pattern(R"((crash|delay|never):(\d+)@(\d+)(?:\+(\d+)ms)?)");
+  static const std::regex pattern(R"((crash|delay|never|garble):(\d+)@(\d+)(?:\+(\d+)ms)?)");
   std::smatch match;
   if (!std::regex_match(text, match, pattern) || std::stoull(match[3]) == 0 ||
       (match[1] == "delay") != match[4].matched) {
     throw std::invalid_argument(
         "fault plan: cannot read \"" + text +
-        "\"; write kind:rank@call with kind crash, delay or never, calls counted from 1, and a "
-        "delay's length as +<ms>ms, for example crash:2@5,delay:1@3+200ms,never:0@7");
+        "\"; write kind:rank@call with kind crash, delay, never or garble, calls counted from 1, "
+        "and a delay's length as +<ms>ms, for example crash:2@5,delay:1@3+200ms,never:0@7");
   }
   Fault fault;
   fault.kind = match[1] == "crash"   ? Fault::Kind::kCrash
                : match[1] == "delay" ? Fault::Kind::kDelay
-                                     : Fault::Kind::kNeverArrive;
+               : match[1] == "never" ? Fault::Kind::kNeverArrive
+                                     : Fault::Kind::kGarble;
   fault.rank = std::stoi(match[2]);
   fault.call = std::stoull(match[3]);
   if (match[4].matched) fault.delay = std::chrono::milliseconds(std::stoll(match[4]));

@@ -15,6 +15,7 @@ struct Fault {
     kCrash,        // the rank dies there, as if its process was killed
     kDelay,        // the rank arrives `delay` late (a straggler)
     kNeverArrive,  // the rank stays alive but never makes the call (a hang)
+    kGarble,       // every byte the rank sends in the call is random (a hostile peer)
   };
   Kind kind = Kind::kCrash;
   int rank = 0;
@@ -24,8 +25,9 @@ struct Fault {
   bool operator==(const Fault& other) const;
 };
 
-// The faults of one run, as data. Written "crash:2@5,delay:1@3+200ms,never:0@7"
-// (kind:rank@call, a delay with +<ms>ms); the empty string is no fault.
+// The faults of one run, as data. Written
+// "crash:2@5,delay:1@3+200ms,never:0@7,garble:1@2" (kind:rank@call, a delay
+// with +<ms>ms); the empty string is no fault.
 struct FaultPlan {
   std::vector<Fault> faults;
 
@@ -33,7 +35,7 @@ struct FaultPlan {
   std::string to_string() const;
   // The fault planned for `rank`'s `call`-th call, or nullptr.
   const Fault* find(int rank, uint64_t call) const;
-  // True when a rank dies or hangs (the run cannot complete).
+  // True when a rank dies or hangs, or sends garbage (the run cannot complete).
   bool stops_a_rank() const;
 
   // Throws std::invalid_argument naming the part that is wrong and the syntax.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "engine/dist/describe.h"
@@ -105,6 +106,15 @@ class SendWork : public engine::dist::Work {
   std::exception_ptr error_;
 };
 
+// What a hostile peer sends: every byte of `tensor` drawn from `seed`
+// (the engine's frames are contiguous; other views are left as they are).
+void garble_bytes(const at::Tensor& tensor, uint64_t seed) {
+  if (!tensor.defined() || !tensor.is_contiguous()) return;
+  std::mt19937_64 bytes(seed);
+  char* data = bytes_of(tensor);
+  for (size_t i = 0; i < tensor.nbytes(); ++i) data[i] = static_cast<char>(bytes());
+}
+
 }  // namespace
 
 SimBackend::SimBackend(std::shared_ptr<WorldState> world, std::shared_ptr<GroupState> group,
@@ -115,7 +125,9 @@ SimBackend::SimBackend(std::shared_ptr<WorldState> world, std::shared_ptr<GroupS
       jitter_rng_(std::move(jitter)) {}
 
 CallRecord SimBackend::record(const char* kind, const at::Tensor& like) {
-  world_->before_call(group_->global_rank(rank_), kind);
+  if (const auto garble = world_->before_call(group_->global_rank(rank_), kind)) {
+    garble_bytes(like, *garble);
+  }
   CallRecord call;
   call.kind = kind;
   call.seq = ++seq_;

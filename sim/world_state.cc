@@ -356,15 +356,16 @@ void WorldState::hold(std::unique_lock<std::mutex>& lock, int rank, const Fault&
   me.wake_ms = kNever;
 }
 
-void WorldState::before_call(int rank, const char* kind) {
+std::optional<uint64_t> WorldState::before_call(int rank, const char* kind) {
   // Without faults or a schedule there is nothing to count or decide: the
   // common case takes no lock.
-  if (options_.faults.empty() && !schedule_) return;
+  if (options_.faults.empty() && !schedule_) return std::nullopt;
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t call = ++ranks_[rank].calls;
   yield_turn(lock, rank, "call #" + std::to_string(call) + " " + kind);
   const Fault* fault = options_.faults.find(rank, call);
-  if (!fault) return;
+  if (!fault) return std::nullopt;
+  if (fault->kind == Fault::Kind::kGarble) return call * 1000003 + static_cast<uint64_t>(rank);
   const std::string what = "at its call #" + std::to_string(call) + " (" + kind +
                            ") as the fault plan says (" + FaultPlan{{*fault}}.to_string() + ")";
   if (fault->kind == Fault::Kind::kCrash) {
@@ -377,6 +378,7 @@ void WorldState::before_call(int rank, const char* kind) {
     throw InjectedHang(
         on_rank(rank, "never arrived " + what + "; every other rank has finished" + tag()));
   }
+  return std::nullopt;
 }
 
 std::shared_ptr<GroupState> WorldState::group(const std::string& key,

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,9 @@ class WorldState {
   // the lock): counts the call, then crashes the rank (throws InjectedCrash,
   // after marking it failed so that the others fail fast), delays it, or
   // holds it until every other rank finished (then throws InjectedHang).
-  void before_call(int rank, const char* kind);
+  // Returns the seed of the bytes the rank sends instead of its own when the
+  // plan garbles this call.
+  std::optional<uint64_t> before_call(int rank, const char* kind);
 
   // Throws PeerFailure if some rank failed (with the lock held).
   void check_no_failure(int rank, const CallRecord& call, const std::string& group) const;

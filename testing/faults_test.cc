@@ -5,7 +5,11 @@
 #include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "engine/dist/dist.h"
 #include "sim/world.h"
@@ -39,9 +43,10 @@ void ten_sums(int world_size) {
 }
 
 TEST(FaultPlan, ReadsWhatItWrites) {
-  const std::string text = "crash:2@5,delay:1@3+200ms,never:0@7";
+  const std::string text = "crash:2@5,delay:1@3+200ms,never:0@7,garble:3@2";
   const auto plan = sim::FaultPlan::parse(text);
-  ASSERT_EQ(plan.faults.size(), 3u);
+  ASSERT_EQ(plan.faults.size(), 4u);
+  EXPECT_EQ(plan.faults[3].kind, sim::Fault::Kind::kGarble);
   EXPECT_EQ(plan.faults[1].kind, sim::Fault::Kind::kDelay);
   EXPECT_EQ(plan.faults[1].delay, milliseconds(200));
   EXPECT_EQ(plan.to_string(), text);
@@ -97,6 +102,48 @@ TEST(Faults, ACrashedRankIsNamedByEverySurvivor) {
     EXPECT_TRUE(contains(sim::error_message(outcome.errors[r]), "rank 2 failed"))
         << sim::error_message(outcome.errors[r]);
     EXPECT_TRUE(contains(sim::error_message(outcome.errors[r]), "faults crash:2@3"));
+  }
+}
+
+// A hostile peer: the bytes it sends in one call are random. Every rank that
+// reads them gets MalformedInput naming that peer; the others go on.
+struct GarbledCall {
+  std::string plan;
+  std::function<void(int rank)> body;
+  std::vector<int> readers;
+  std::string named;
+};
+
+TEST(Faults, AGarblingPeerIsNamedByEveryRankThatReadsItsBytes) {
+  const c10::IValue object = c10::ivalue::Tuple::create({1, "two", at::ones({3})});
+  const std::vector<GarbledCall> calls = {
+      // Each object collective agrees on the frame size first, then moves frames.
+      {"garble:1@2",
+       [&](int) { dist::all_gather_object(object); },
+       {0, 1, 2},
+       "the object of rank 1"},
+      {"garble:2@2", [&](int) { dist::gather_object(object, 0); }, {0}, "the object of rank 2"},
+      {"garble:1@2",
+       [&](int) {
+         std::vector<c10::IValue> list = {object};
+         dist::broadcast_object_list(list, 1);
+       },
+       {0, 2},
+       "the object list of rank 1"},
+  };
+  for (const GarbledCall& call : calls) {
+    const auto outcome =
+        sim::World(3, virtual_options(call.plan, milliseconds(60000))).run_all(call.body);
+    for (int rank = 0; rank < 3; ++rank) {
+      const bool reads = std::count(call.readers.begin(), call.readers.end(), rank) > 0;
+      const std::string message = sim::error_message(outcome.errors[rank]);
+      EXPECT_STREQ(sim::error_kind(outcome.errors[rank]), reads ? "MalformedInput" : "ok")
+          << call.plan << ", rank " << rank << ": " << message;
+      if (reads) {
+        EXPECT_TRUE(contains(message, "[rank " + std::to_string(rank) + "] " + call.named))
+            << message;
+      }
+    }
   }
 }
 

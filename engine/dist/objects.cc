@@ -6,6 +6,7 @@
 #include <ATen/ops/zeros.h>
 
 #include "engine/dist/collectives.h"
+#include "engine/dist/errors.h"
 #include "engine/dist/info.h"
 #include "engine/dist/pickle.h"
 
@@ -29,9 +30,15 @@ at::Tensor framed(const c10::IValue& data, const GroupPtr& group) {
 
 c10::IValue unframe(const at::Tensor& frame_on_device, int rank) {
   const at::Tensor frame = frame_on_device.cpu();
+  const std::string what = "the object of rank " + std::to_string(rank);
   int64_t length = 0;
   std::memcpy(&length, frame.data_ptr(), 8);
-  return unpickle(frame.narrow(0, 8, length), "the object of rank " + std::to_string(rank));
+  if (length < 0 || length > frame.numel() - 8) {
+    throw MalformedInput(on_rank(get_rank(), what + " declares " + std::to_string(length) +
+                                                 " bytes in a frame of " +
+                                                 std::to_string(frame.numel() - 8)));
+  }
+  return unpickle(frame.narrow(0, 8, length), on_rank(get_rank(), what));
 }
 
 std::vector<c10::IValue> unframe_all(const std::vector<at::Tensor>& frames) {
@@ -68,13 +75,17 @@ void broadcast_object_list(std::vector<c10::IValue>& data, int src, const GroupP
   at::Tensor length =
       at::full({1}, is_src ? payload.numel() : 0, at::TensorOptions(at::kLong).device(device));
   broadcast(length, src, group);
+  const std::string what = on_rank(get_rank(), "the object list of rank " + std::to_string(src));
+  if (length.item<int64_t>() < 0) {
+    throw MalformedInput(what + " declares " + std::to_string(length.item<int64_t>()) + " bytes");
+  }
   payload = is_src
                 ? payload.to(device)
                 : at::empty({length.item<int64_t>()}, at::TensorOptions(at::kByte).device(device));
   broadcast(payload, src, group);
   if (is_src) return;
-  const c10::IValue list =
-      unpickle(payload.cpu(), "the object list of rank " + std::to_string(src));
+  const c10::IValue list = unpickle(payload.cpu(), what);
+  if (!list.isList()) throw MalformedInput(what + " is " + list.tagKind() + ", not a list");
   data.assign(list.toListRef().begin(), list.toListRef().end());
 }
 
