@@ -50,6 +50,12 @@ std::vector<std::string> expand_ranges(const std::string& ranges, const std::str
   return out;
 }
 
+void check_count(size_t count, const std::string& variable, const std::string& value) {
+  if (count > kMaxHosts) {
+    malformed(variable, value, "it expands to more than " + std::to_string(kMaxHosts) + " entries");
+  }
+}
+
 // One entry, which may hold several bracket groups.
 void expand_entry(const std::string& entry, const std::string& variable, const std::string& value,
                   std::vector<std::string>& out) {
@@ -65,6 +71,7 @@ void expand_entry(const std::string& entry, const std::string& variable, const s
     const size_t close = entry.find(']', open);
     if (close == std::string::npos) malformed(variable, value, "'[' without ']'");
     const auto numbers = expand_ranges(entry.substr(open + 1, close - open - 1), variable, value);
+    check_count(out.size() + names.size() * numbers.size(), variable, value);
     std::vector<std::string> product;
     for (const auto& name : names) {
       for (const auto& number : numbers) product.push_back(name + number);
@@ -72,6 +79,7 @@ void expand_entry(const std::string& entry, const std::string& variable, const s
     names = std::move(product);
     at = close + 1;
   }
+  check_count(out.size() + names.size(), variable, value);
   out.insert(out.end(), names.begin(), names.end());
 }
 
@@ -114,6 +122,7 @@ std::vector<int> expand_tasks_per_node(const std::string& counts, const std::str
     if (!all_digits(count) || !all_digits(repeat) || count.size() > 6 || repeat.size() > 6) {
       malformed(variable, counts, "'" + item + "' is not N or N(xM)");
     }
+    check_count(out.size() + std::stoul(repeat), variable, counts);
     out.insert(out.end(), std::stoi(repeat), std::stoi(count));
     start = comma + 1;
   }

@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <functional>
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "engine/dist/errors.h"
 
 namespace engine::dist {
@@ -28,6 +33,28 @@ TEST(ExpandHostlist, MalformedListsNameTheVariableAndTheProblem) {
       EXPECT_NE(std::string(e.what()).find("SLURM_NODELIST='" + bad + "' is malformed"),
                 std::string::npos)
           << e.what();
+    }
+  }
+}
+
+TEST(ExpandHostlist, AListOfMoreThankMaxHostsIsRefusedBeforeItIsBuilt) {
+  const std::string too_many = "a[0-99999]b[0-99999]c[0-99999]";
+  const std::string many = "a[0-999]b[0-999],c";  // kMaxHosts is 1048576
+  EXPECT_EQ(expand_hostlist(many).size(), 1000001u);
+  for (const auto& [bad, variable, expand] :
+       std::vector<std::tuple<std::string, std::string, std::function<void(const std::string&)>>>{
+           {too_many, "SLURM_NODELIST", [](const std::string& v) { expand_hostlist(v); }},
+           {many + ",d[0-99999]", "SLURM_NODELIST",
+            [](const std::string& v) { expand_hostlist(v); }},
+           {"1(x999999),2(x999999)", "SLURM_TASKS_PER_NODE",
+            [](const std::string& v) { expand_tasks_per_node(v); }}}) {
+    try {
+      expand(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()), variable + "='" + bad +
+                                           "' is malformed: it expands to more than 1048576 "
+                                           "entries; expected a list like node[01-04,07],gpu3");
     }
   }
 }
