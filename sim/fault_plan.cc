@@ -21,14 +21,17 @@ const char* kind_name(Fault::Kind kind) {
 }
 
 Fault parse_fault(const std::string& text) {
-  static const std::regex pattern(R"((crash|delay|never|garble):(\d+)@(\d+)(?:\+(\d+)ms)?)");
+  // Digit counts that std::stoi and std::stoull can always read.
+  static const std::regex pattern(
+      R"((crash|delay|never|garble):(\d{1,9})@(\d{1,18})(?:\+(\d{1,9})ms)?)");
   std::smatch match;
   if (!std::regex_match(text, match, pattern) || std::stoull(match[3]) == 0 ||
       (match[1] == "delay") != match[4].matched) {
     throw std::invalid_argument(
         "fault plan: cannot read \"" + text +
-        "\"; write kind:rank@call with kind crash, delay, never or garble, calls counted from 1, "
-        "and a delay's length as +<ms>ms, for example crash:2@5,delay:1@3+200ms,never:0@7");
+        "\"; write kind:rank@call with kind crash, delay, never or garble, calls counted from 1 "
+        "(ranks and delays up to 9 digits, calls up to 18), and a delay's length as +<ms>ms, "
+        "for example crash:2@5,delay:1@3+200ms,never:0@7");
   }
   Fault fault;
   fault.kind = match[1] == "crash"   ? Fault::Kind::kCrash

@@ -497,10 +497,34 @@ class Scan {
   std::vector<NodePtr> memo_;
 };
 
+// PyTorchStreamReader's constructor reads the format version; a throw there
+// leaks the zip reader's state, so that what it refuses is refused here.
+void check_format_version(const std::map<std::string, std::string_view>& records,
+                          const std::string& what) {
+  auto version = records.find(".data/version");
+  if (version == records.end()) version = records.find("version");
+  if (version == records.end()) {
+    throw MalformedInput(what + " is not an archive the engine reads: it has no version record");
+  }
+  std::string_view digits = version->second;
+  if (!digits.empty() && digits.back() == '\n') digits.remove_suffix(1);
+  const bool numeric =
+      !digits.empty() && digits.size() <= 2 &&
+      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const int number = numeric ? std::stoi(std::string(digits)) : 0;
+  if (number < kMinArchiveVersion || number > kMaxArchiveVersion) {
+    throw MalformedInput(what + " is not an archive the engine reads: format version \"" +
+                         std::string(version->second.substr(0, 16)) + "\", where " +
+                         std::to_string(kMinArchiveVersion) + " to " +
+                         std::to_string(kMaxArchiveVersion) + " are read");
+  }
+}
+
 }  // namespace
 
 void check_pickle_archive(std::string_view archive, const std::string& what) {
   const std::map<std::string, std::string_view> records = zip_records(archive, what);
+  check_format_version(records, what);
   const auto pickle = records.find("data.pkl");
   if (pickle == records.end()) {
     throw MalformedInput(what + " is not an archive the engine reads: it has no data.pkl record");

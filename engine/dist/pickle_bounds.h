@@ -13,12 +13,18 @@ constexpr size_t kMaxPickleNesting = 100;
 // this many, or four per byte of the pickle where that is more.
 constexpr size_t kMinPickleValueBudget = size_t{1} << 20;
 
+// The archive format versions LibTorch 1.13 and 2.x read (caffe2's
+// kMinSupportedFileFormatVersion and kMaxSupportedFileFormatVersion).
+constexpr int kMinArchiveVersion = 1;
+constexpr int kMaxArchiveVersion = 10;
+
 // Checks, before LibTorch's unpickler reads a byte of it, that `archive` (a
 // torch.save zip: the engine's frames, part files and checkpoints, or
 // torch.save's own files at its default pickle protocol 2) builds only what
 // the engine writes, and asks for no more memory than its own bytes hold:
 //
-// - the zip as zip_records checks it;
+// - the zip as zip_records checks it, with a format version record
+//   (.data/version, else version) between the two limits above;
 // - its data.pkl uses only protocol-2 opcodes that build data (no BUILD, no
 //   INST or OBJ), names only these globals: collections.OrderedDict (called
 //   with no arguments), torch._utils._rebuild_tensor_v2, torch's

@@ -296,12 +296,53 @@ TEST(PickleBounds, ZipRecordsMustLieInsideTheArchive) {
   EXPECT_REFUSED(with_field(archive, entry + 24, 0xFFFFFFF0u, 4),
                  "declares 4294967280 bytes and 24 stored bytes");
   EXPECT_REFUSED(with_field(archive, entry + 10, 8, 2), "record archive/data/0 is compressed");
+  // Found by tools/fuzz: miniz reads nothing from a folder's record.
+  EXPECT_REFUSED(with_field(archive, entry + 38, 0x10, 4),
+                 "record archive/data/0 is marked a folder");
+  EXPECT_REFUSED(with_field(archive, entry + 8, 1, 2), "record archive/data/0 is encrypted");
   EXPECT_REFUSED(with_field(archive, entry + 42, 3, 4), "has no local header at byte 3");
   EXPECT_REFUSED(archive.substr(0, archive.size() - 10), "no end-of-central-directory record");
   EXPECT_REFUSED(std::string(16, '\7'), "no end-of-central-directory record");
-  const size_t end = archive.rfind("PK\x05\x06");
-  EXPECT_REFUSED(with_field(archive, end + 10, 60000, 2), "60000 records declared in a");
-  EXPECT_REFUSED(with_field(archive, end + 16, 0x7FFFFFFFu, 4), "runs past its end record");
+  // LibTorch's writer ends every archive with zip64 records, which readers
+  // take their counts from.
+  const size_t end = archive.rfind("PK\x06\x06");
+  ASSERT_NE(end, std::string::npos);
+  EXPECT_REFUSED(with_field(with_field(archive, end + 24, 60000, 4), end + 32, 60000, 4),
+                 "60000 records declared in a");
+  EXPECT_REFUSED(with_field(archive, end + 32, 60000, 4),
+                 "60000 records in all and 11 on this disk");
+  EXPECT_REFUSED(with_field(archive, end + 48, 0x7FFFFFFFu, 4), "runs past its end record");
+  // A record named in another case is the same record to miniz.
+  std::string twice = archive;
+  twice.replace(directory_entry(archive, "data/1") + 46 + 8, 6, "DATA/0");
+  EXPECT_REFUSED(twice, "two records are named archive/data/0");
+}
+
+// Where the bytes of the record named `name` start.
+size_t record_data(const std::string& archive, const std::string& name) {
+  uint32_t local = 0;
+  uint16_t name_bytes = 0;
+  uint16_t extra_bytes = 0;
+  std::memcpy(&local, archive.data() + directory_entry(archive, name) + 42, 4);
+  std::memcpy(&name_bytes, archive.data() + local + 26, 2);
+  std::memcpy(&extra_bytes, archive.data() + local + 28, 2);
+  return local + 30 + name_bytes + extra_bytes;
+}
+
+// Found by tools/fuzz: PyTorchStreamReader's constructor throws on these,
+// and leaks its zip reader's state when it does.
+TEST(PickleBounds, TheFormatVersionIsOneThatLibTorchReads) {
+  const std::string archive = archive_of(proto() + none() + stop());
+  ASSERT_EQ(refusal(archive), "");
+  std::string renamed = archive;
+  renamed.replace(directory_entry(archive, "version") + 46 + 8, 7, "notthat");
+  EXPECT_REFUSED(renamed, "it has no version record");
+  const size_t version = record_data(archive, "version");
+  for (const std::string& bad :
+       {std::string("E\n"), std::string("0\n"), std::string("99"), std::string(2, '\0')}) {
+    EXPECT_REFUSED(std::string(archive).replace(version, 2, bad), "format version");
+  }
+  EXPECT_EQ(refusal(std::string(archive).replace(version, 2, "10")), "");
 }
 
 TEST(PickleBounds, AnArchiveWithoutAPickleIsRefused) {

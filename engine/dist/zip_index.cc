@@ -1,6 +1,8 @@
 #include "engine/dist/zip_index.h"
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
 
 #include "engine/dist/errors.h"
 
@@ -19,6 +21,8 @@ constexpr size_t kLocalBytes = 30;
 constexpr size_t kMaxCommentBytes = 0xFFFF;
 constexpr uint64_t kSaturated32 = 0xFFFFFFFF;
 constexpr uint16_t kZip64ExtraId = 1;
+constexpr uint64_t kDosFolderAttribute = 0x10;
+constexpr uint64_t kUnreadableFlags = 0x1 | 0x20 | 0x40;  // encrypted, patch, strong encryption
 
 // Little-endian fields of the archive, each checked to lie inside it.
 class Fields {
@@ -75,20 +79,36 @@ uint64_t find_end_record(const Fields& fields) {
   fields.fail("no end-of-central-directory record ends it (cut short, or not a zip)");
 }
 
+// The zip64 end record that a locator right before the end record points
+// to, if there is one: readers (miniz, Python's zipfile) then take their
+// counts from it, whatever the 32-bit fields say.
+std::optional<uint64_t> zip64_end_record(const Fields& fields, uint64_t end) {
+  if (end < kZip64LocatorBytes ||
+      fields.at(end - kZip64LocatorBytes, 4) != kZip64LocatorSignature) {
+    return std::nullopt;
+  }
+  const uint64_t zip64_end = fields.at(end - kZip64LocatorBytes + 8, 8);
+  if (zip64_end > fields.size() || fields.size() - zip64_end < 4 ||
+      fields.at(zip64_end, 4) != kZip64EndSignature) {
+    return std::nullopt;
+  }
+  return zip64_end;
+}
+
 Directory read_directory(const Fields& fields) {
   const uint64_t end = find_end_record(fields);
   Directory dir{fields.at(end + 10, 2), fields.at(end + 12, 4), fields.at(end + 16, 4), end};
-  if (dir.entries == 0xFFFF || dir.size == kSaturated32 || dir.offset == kSaturated32) {
-    if (end < kZip64LocatorBytes ||
-        fields.at(end - kZip64LocatorBytes, 4) != kZip64LocatorSignature) {
-      fields.fail("its end record asks for zip64 fields and no zip64 locator precedes it");
-    }
-    const uint64_t zip64_end = fields.at(end - kZip64LocatorBytes + 8, 8);
-    if (fields.at(zip64_end, 4) != kZip64EndSignature) {
-      fields.fail("no zip64 end record at byte " + std::to_string(zip64_end));
-    }
-    dir = {fields.at(zip64_end + 32, 8), fields.at(zip64_end + 40, 8), fields.at(zip64_end + 48, 8),
-           zip64_end};
+  uint64_t entries_on_this_disk = fields.at(end + 8, 2);
+  if (const auto zip64_end = zip64_end_record(fields, end)) {
+    dir = {fields.at(*zip64_end + 32, 8), fields.at(*zip64_end + 40, 8),
+           fields.at(*zip64_end + 48, 8), *zip64_end};
+    entries_on_this_disk = fields.at(*zip64_end + 24, 8);
+  } else if (dir.entries == 0xFFFF || dir.size == kSaturated32 || dir.offset == kSaturated32) {
+    fields.fail("its end record asks for zip64 fields and no zip64 end record precedes it");
+  }
+  if (entries_on_this_disk != dir.entries) {
+    fields.fail(std::to_string(dir.entries) + " records in all and " +
+                std::to_string(entries_on_this_disk) + " on this disk (a split archive?)");
   }
   if (dir.offset > dir.end || dir.size > dir.end - dir.offset) {
     fields.fail("its central directory (" + std::to_string(dir.size) + " bytes at byte " +
@@ -103,6 +123,8 @@ Directory read_directory(const Fields& fields) {
 
 struct Entry {
   std::string name;
+  uint64_t flags = 0;
+  uint64_t external_attributes = 0;
   uint64_t method = 0;
   uint64_t compressed = 0;
   uint64_t size = 0;
@@ -139,6 +161,8 @@ Entry read_entry(const Fields& fields, uint64_t at) {
   const uint64_t extra_bytes = fields.at(at + 30, 2);
   const uint64_t comment_bytes = fields.at(at + 32, 2);
   Entry entry{std::string(fields.span(at + kDirectoryBytes, name_bytes, "a record's name")),
+              fields.at(at + 8, 2),
+              fields.at(at + 38, 4),
               fields.at(at + 10, 2),
               fields.at(at + 20, 4),
               fields.at(at + 24, 4),
@@ -150,6 +174,16 @@ Entry read_entry(const Fields& fields, uint64_t at) {
 
 // The record's bytes, after its local header.
 std::string_view record_bytes(const Fields& fields, const Entry& entry, const Directory& dir) {
+  // miniz extracts nothing from a folder's record (and reports success), and
+  // refuses encrypted and patch records.
+  if (entry.external_attributes & kDosFolderAttribute || entry.name.empty() ||
+      entry.name.back() == '/') {
+    fields.fail("record " + entry.name + " is marked a folder");
+  }
+  if (entry.flags & kUnreadableFlags) {
+    fields.fail("record " + entry.name + " is encrypted or a patch (flags " +
+                std::to_string(entry.flags) + ")");
+  }
   if (entry.method != 0) {
     fields.fail("record " + entry.name + " is compressed (method " + std::to_string(entry.method) +
                 "); torch.save stores its records as they are");
@@ -172,6 +206,12 @@ std::string_view record_bytes(const Fields& fields, const Entry& entry, const Di
   return fields.span(data, entry.size, "record " + entry.name);
 }
 
+// miniz, inside PyTorchStreamReader, finds records by name without case.
+std::string lowercase(std::string name) {
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
 }  // namespace
 
 std::map<std::string, std::string_view> zip_records(std::string_view archive,
@@ -179,22 +219,29 @@ std::map<std::string, std::string_view> zip_records(std::string_view archive,
   const Fields fields(archive, what);
   const Directory dir = read_directory(fields);
   std::map<std::string, std::string_view> records;
+  std::string folder;  // the first record's, as PyTorchStreamReader takes it
   uint64_t at = dir.offset;
   for (uint64_t i = 0; i < dir.entries; ++i) {
     const Entry entry = read_entry(fields, at);
     if (entry.next > dir.offset + dir.size) {
       fields.fail("central directory entry " + std::to_string(i) + " runs past the directory");
     }
-    const size_t slash = entry.name.find('/');
-    if (slash == std::string::npos) {
-      fields.fail("record " + entry.name + " is not inside the archive's folder");
+    const std::string_view bytes = record_bytes(fields, entry, dir);
+    const std::string name = lowercase(entry.name);
+    if (i == 0) {
+      const size_t slash = name.find('/');
+      if (slash == std::string::npos) {
+        fields.fail("its first record, " + entry.name + ", is not inside a folder");
+      }
+      folder = name.substr(0, slash + 1);
     }
-    const std::string key = entry.name.substr(slash + 1);
-    if (!records.emplace(key, record_bytes(fields, entry, dir)).second) {
-      fields.fail("two records are named " + key);
+    if (name.compare(0, folder.size(), folder) == 0 &&
+        !records.emplace(name.substr(folder.size()), bytes).second) {
+      fields.fail("two records are named " + name + " (names compare without case)");
     }
     at = entry.next;
   }
+  if (records.empty()) fields.fail("it holds no record");
   return records;
 }
 

@@ -11,11 +11,13 @@ namespace engine::dist {
 // compressed), read from its central directory and checked against the
 // archive's own bytes before anything trusts a size it declares.
 //
-// Keys are record names without the archive's first folder ("data.pkl",
-// "data/0"), as caffe2's PyTorchStreamReader names them. Every record is
-// stored (compression method 0), declares the same compressed and
-// uncompressed size, and lies whole inside the archive; the names are
-// distinct. The archive may end with a comment (the engine's checkpoint
+// Keys are the names of the records inside the first record's folder,
+// without it ("data.pkl", "data/0"), in lower case: caffe2's
+// PyTorchStreamReader finds records there, by name without case (miniz's
+// lookup); records elsewhere are left out. There is at least one record; every
+// record is stored (compression method 0), neither a folder nor encrypted,
+// declares the same compressed and uncompressed size, and lies whole inside
+// the archive; the names are distinct. The archive may end with a comment (the engine's checkpoint
 // envelope is one). Zip64 fields are read where a size or offset needs them.
 //
 // Throws MalformedInput whose message starts with `what` and says which
