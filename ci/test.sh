@@ -7,7 +7,8 @@
 # nccl backend with --config=cuda; then, against the official LibTorch 2.x
 # (the pinned wheel in .venv), the GPU runner's rehearsal (a CMake build of
 # the engine and the GPU suites, offline and without Bazel, running them on
-# the simulator) and the CMake consumer. First, that the README and docs/
+# the simulator) and the CMake consumer. The fuzz targets run for 20 s each
+# (tools/fuzz/fuzz.sh). First, that the README and docs/
 # name only files that exist, and that the CMake build lists the same files
 # as Bazel. Exits non-zero if anything fails.
 set -euo pipefail
@@ -36,6 +37,9 @@ bazel test --config=tsan -- //sim/... //testing/... -//testing/process/... -//te
 # The nccl backend builds and links against the CUDA toolkit here; without a
 # GPU its test checks that creating it fails with a clear error.
 bazel test --config=cuda //engine/dist/backends/nccl/... 2>&1 | tee -a "$log"
+# Every libFuzzer target (clang, AddressSanitizer, UndefinedBehaviorSanitizer)
+# for a bounded time on its seed corpus.
+bash tools/fuzz/fuzz.sh 2>&1 | tee -a "$log"
 
 # LibTorch 2.x. The GPU runner as a GPU machine runs it, up to where a GPU is
 # needed: no network (a network namespace of its own), no Bazel (a bazel on

@@ -13,6 +13,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libopenblas0-pthread nlohmann-json3-dev zlib1g-dev python3-torch
   dataset-fashion-mnist
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

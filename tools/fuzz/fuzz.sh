@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang 14, with AddressSanitizer and
+# UndefinedBehaviorSanitizer) and runs each on its seed corpus for
+# FUZZ_SECONDS (default 20). Exits non-zero, printing the input, when a
+# target crashes, leaks, trips a sanitizer or throws what it must not.
+#   bash tools/fuzz/fuzz.sh [TARGET ...]        # CI: every target, 20 s each
+#   FUZZ_SECONDS=3600 bash tools/fuzz/fuzz.sh unpickle_fuzz   # a longer run
+# Targets: unpickle_fuzz (object frames, part files, checkpoints),
+# launch_env_fuzz (the launch environment and Slurm lists), fault_plan_fuzz.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds=${FUZZ_SECONDS:-20}
+out=${FUZZ_OUT:-$(mktemp -d)}
+mkdir -p "$out"
+flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+torch=(-isystem /usr/include/torch/csrc/api/include -ltorch -ltorch_cpu -lc10)
+
+declare -A sources=(
+  [unpickle_fuzz]="engine/dist/pickle.cc engine/dist/pickle_bounds.cc engine/dist/zip_index.cc"
+  [launch_env_fuzz]="engine/launch/launch.cc engine/launch/hostlist.cc"
+  [fault_plan_fuzz]="sim/fault_plan.cc"
+)
+declare -A seeds=(
+  [unpickle_fuzz]="tools/fuzz/corpus/unpickle engine/checkpoint/testdata"
+  [launch_env_fuzz]="tools/fuzz/corpus/launch_env"
+  [fault_plan_fuzz]="tools/fuzz/corpus/fault_plan"
+)
+
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(unpickle_fuzz launch_env_fuzz fault_plan_fuzz)
+for target in "${targets[@]}"; do
+  [ -n "${sources[$target]:-}" ] || { echo "fuzz: no target $target" >&2; exit 2; }
+  libs=()
+  [ "$target" = unpickle_fuzz ] && libs=("${torch[@]}")
+  # shellcheck disable=SC2086
+  clang++-14 "${flags[@]}" "tools/fuzz/$target.cc" ${sources[$target]} engine/dist/errors.cc \
+    "${libs[@]}" -o "$out/$target"
+  mkdir -p "$out/$target.corpus" "$out/$target.crashes"
+  # shellcheck disable=SC2086
+  if ! "$out/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+    -artifact_prefix="$out/$target.crashes/" "$out/$target.corpus" ${seeds[$target]} \
+    >"$out/$target.log" 2>&1; then
+    tail -40 "$out/$target.log"
+    for input in "$out/$target.crashes"/*; do echo "fuzz: $target failed on $input:"; od -A x -t x1z "$input" | head -20; done
+    exit 1
+  fi
+  echo "fuzz: $target: $(grep -oE 'Done [0-9]+ runs' "$out/$target.log" | grep -oE '[0-9]+') executions in ${seconds} s, nothing found"
+done
