@@ -132,6 +132,25 @@ TEST(FlightRecordJson, RejectsAForeignFileNamingIt) {
   }
 }
 
+// Found by tools/fuzz: nlohmann casts a number like 1.7e24 to int64_t
+// unchecked, which is undefined behaviour.
+TEST(FlightRecordJson, RefusesNumbersThatAreNotIntegers) {
+  const std::string json = to_json(record(3, {call("broadcast", 5, kFailed, 100, 250)}));
+  for (const std::string& number : {"1.7e24", "99999999999999999999", "2.5"}) {
+    std::string bad = json;
+    const size_t value = bad.find("\"bytes\": ") + 9;
+    bad.replace(value, bad.find(',', value) - value, number);
+    try {
+      record_from_json(bad, "x.json");
+      ADD_FAILURE() << "accepted " << number;
+    } catch (const dist::InvalidArgument& error) {
+      EXPECT_NE(std::string(error.what()).find("a fractional or out-of-range number"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+}
+
 TEST(ChromeTrace, OneSlicePerCallOneProcessPerRank) {
   std::vector<Record> records{
       record(0, {call("all_reduce", 1, kDone, 1000, 1500), call("broadcast", 2, kStarted, 1600)}),

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <vector>
 
 #include "engine/dist/describe.h"
 #include "engine/dist/errors.h"
@@ -68,9 +70,32 @@ std::string Entry::describe() const {
 
 std::string to_json(const Record& record) { return Json(record).dump(1); }
 
+namespace {
+
+// nlohmann's get<int64_t>() casts a floating-point value unchecked (undefined
+// for 1e24, and integers past uint64 parse as floating point). A record
+// holds only integers, so any other number is refused first.
+void refuse_fractions(const Json& json) {
+  std::vector<const Json*> pending = {&json};
+  while (!pending.empty()) {
+    const Json* value = pending.back();
+    pending.pop_back();
+    if (value->is_number_float()) {
+      throw std::invalid_argument("a fractional or out-of-range number, " + value->dump());
+    }
+    if (value->is_structured()) {
+      for (const Json& child : *value) pending.push_back(&child);
+    }
+  }
+}
+
+}  // namespace
+
 Record record_from_json(const std::string& text, const std::string& origin) {
   try {
-    return Json::parse(text).get<Record>();
+    const Json json = Json::parse(text);
+    refuse_fractions(json);
+    return json.get<Record>();
   } catch (const std::exception& error) {
     throw dist::InvalidArgument("flight record " + origin + " is not readable: " + error.what() +
                                 "; give the files a rank's flight recorder wrote");

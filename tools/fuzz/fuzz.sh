@@ -6,7 +6,8 @@
 #   bash tools/fuzz/fuzz.sh [TARGET ...]        # CI: every target, 20 s each
 #   FUZZ_SECONDS=3600 bash tools/fuzz/fuzz.sh unpickle_fuzz   # a longer run
 # Targets: unpickle_fuzz (object frames, part files, checkpoints),
-# launch_env_fuzz (the launch environment and Slurm lists), fault_plan_fuzz.
+# launch_env_fuzz (the launch environment and Slurm lists), fault_plan_fuzz,
+# flight_record_fuzz (the files the diagnosis tool reads).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-20}
@@ -19,19 +20,21 @@ declare -A sources=(
   [unpickle_fuzz]="engine/dist/pickle.cc engine/dist/pickle_bounds.cc engine/dist/zip_index.cc"
   [launch_env_fuzz]="engine/launch/launch.cc engine/launch/hostlist.cc"
   [fault_plan_fuzz]="sim/fault_plan.cc"
+  [flight_record_fuzz]="engine/flight/record.cc engine/flight/diagnosis.cc engine/dist/describe.cc"
 )
 declare -A seeds=(
   [unpickle_fuzz]="tools/fuzz/corpus/unpickle engine/checkpoint/testdata"
   [launch_env_fuzz]="tools/fuzz/corpus/launch_env"
   [fault_plan_fuzz]="tools/fuzz/corpus/fault_plan"
+  [flight_record_fuzz]="tools/fuzz/corpus/flight_record"
 )
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(unpickle_fuzz launch_env_fuzz fault_plan_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(unpickle_fuzz launch_env_fuzz fault_plan_fuzz flight_record_fuzz)
 for target in "${targets[@]}"; do
   [ -n "${sources[$target]:-}" ] || { echo "fuzz: no target $target" >&2; exit 2; }
   libs=()
-  [ "$target" = unpickle_fuzz ] && libs=("${torch[@]}")
+  case $target in unpickle_fuzz | flight_record_fuzz) libs=("${torch[@]}") ;; esac
   # shellcheck disable=SC2086
   clang++-14 "${flags[@]}" "tools/fuzz/$target.cc" ${sources[$target]} engine/dist/errors.cc \
     "${libs[@]}" -o "$out/$target"
