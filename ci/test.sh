@@ -7,7 +7,7 @@
 # nccl backend with --config=cuda; then, against the official LibTorch 2.x
 # (the pinned wheel in .venv), the GPU runner's rehearsal (a CMake build of
 # the engine and the GPU suites, offline and without Bazel, running them on
-# the simulator) and the CMake consumer. The fuzz targets run for 20 s each
+# the simulator) and the CMake consumer. The fuzz targets run for 10 s each
 # (tools/fuzz/fuzz.sh). First, that the README and docs/
 # name only files that exist, and that the CMake build lists the same files
 # as Bazel. Exits non-zero if anything fails.

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang 14, with AddressSanitizer and
 # UndefinedBehaviorSanitizer) and runs each on its seed corpus for
-# FUZZ_SECONDS (default 20). Exits non-zero, printing the input, when a
+# FUZZ_SECONDS (default 10). Exits non-zero, printing the input, when a
 # target crashes, leaks, trips a sanitizer or throws what it must not.
-#   bash tools/fuzz/fuzz.sh [TARGET ...]        # CI: every target, 20 s each
+#   bash tools/fuzz/fuzz.sh [TARGET ...]        # CI: every target, 10 s each
 #   FUZZ_SECONDS=3600 bash tools/fuzz/fuzz.sh unpickle_fuzz   # a longer run
 # Targets: unpickle_fuzz (object frames, part files, checkpoints),
 # launch_env_fuzz (the launch environment and Slurm lists), fault_plan_fuzz,
 # flight_record_fuzz (the files the diagnosis tool reads).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-seconds=${FUZZ_SECONDS:-20}
+seconds=${FUZZ_SECONDS:-10}
 out=${FUZZ_OUT:-$(mktemp -d)}
 mkdir -p "$out"
 flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
