@@ -309,8 +309,10 @@ TEST(PickleBounds, ZipRecordsMustLieInsideTheArchive) {
   ASSERT_NE(end, std::string::npos);
   EXPECT_REFUSED(with_field(with_field(archive, end + 24, 60000, 4), end + 32, 60000, 4),
                  "60000 records declared in a");
+  uint32_t records = 0;  // 11 from LibTorch 1.13's writer, 13 from 2.x's
+  std::memcpy(&records, archive.data() + end + 24, 4);
   EXPECT_REFUSED(with_field(archive, end + 32, 60000, 4),
-                 "60000 records in all and 11 on this disk");
+                 "60000 records in all and " + std::to_string(records) + " on this disk");
   EXPECT_REFUSED(with_field(archive, end + 48, 0x7FFFFFFFu, 4), "runs past its end record");
   // A record named in another case is the same record to miniz.
   std::string twice = archive;
