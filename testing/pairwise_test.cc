@@ -108,12 +108,13 @@ TEST(Pairwise, FarFewerRowsThanTheProductAndNamedLevels) {
   EXPECT_EQ(grid.level(grid.rows[0], "f2"), "a");
   EXPECT_EQ(grid.summary().find(std::to_string(grid.rows.size()) + " rows cover all 135"), 0u);
   EXPECT_THROW(grid.level(grid.rows[0], "f9"), std::invalid_argument);
-  const auto crossed =
-      pairwise::covering_grid(factors, [](const pairwise::Values&) { return true; }, {{"f0", "f1", "f2"}});
+  const auto crossed = pairwise::covering_grid(
+      factors, [](const pairwise::Values&) { return true; }, {{"f0", "f1", "f2"}});
   EXPECT_EQ(crossed.combinations, 135u + 27u);
   EXPECT_GE(crossed.rows.size(), 27u);
-  EXPECT_THROW(pairwise::covering_grid(factors, [](const pairwise::Values&) { return true; }, {{"f7"}}),
-               std::invalid_argument);
+  EXPECT_THROW(
+      pairwise::covering_grid(factors, [](const pairwise::Values&) { return true; }, {{"f7"}}),
+      std::invalid_argument);
 }
 
 }  // namespace

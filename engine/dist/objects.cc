@@ -75,13 +75,11 @@ void broadcast_object_list(std::vector<c10::IValue>& data, int src, const GroupP
   at::Tensor length =
       at::full({1}, is_src ? payload.numel() : 0, at::TensorOptions(at::kLong).device(device));
   broadcast(length, src, group);
+  const int64_t bytes = length.item<int64_t>();  // one copy from the device
   const std::string what = on_rank(get_rank(), "the object list of rank " + std::to_string(src));
-  if (length.item<int64_t>() < 0) {
-    throw MalformedInput(what + " declares " + std::to_string(length.item<int64_t>()) + " bytes");
-  }
-  payload = is_src
-                ? payload.to(device)
-                : at::empty({length.item<int64_t>()}, at::TensorOptions(at::kByte).device(device));
+  if (bytes < 0) throw MalformedInput(what + " declares " + std::to_string(bytes) + " bytes");
+  payload =
+      is_src ? payload.to(device) : at::empty({bytes}, at::TensorOptions(at::kByte).device(device));
   broadcast(payload, src, group);
   if (is_src) return;
   const c10::IValue list = unpickle(payload.cpu(), what);

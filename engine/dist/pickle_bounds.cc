@@ -131,22 +131,22 @@ class Scan {
       case '(':
         return marks_.push_back(stack_.size());
       case 'N':
-        return push(scalar());
+        return push(number(Node::Kind::kScalar));
       case 0x88:
-        return push(boolean(1));
+        return push(number(Node::Kind::kBool, 1));
       case 0x89:
-        return push(boolean(0));
+        return push(number(Node::Kind::kBool, 0));
       case 'J':
-        return push(integer(signed_field(4)));
+        return push(number(Node::Kind::kInt, signed_field(4)));
       case 'K':
-        return push(integer(static_cast<int64_t>(field(1))));
+        return push(number(Node::Kind::kInt, static_cast<int64_t>(field(1))));
       case 'M':
-        return push(integer(static_cast<int64_t>(field(2))));
+        return push(number(Node::Kind::kInt, static_cast<int64_t>(field(2))));
       case 0x8a:
-        return push(integer(long1()));
+        return push(number(Node::Kind::kInt, long1()));
       case 'G':
         take(8);
-        return push(scalar());
+        return push(number(Node::Kind::kScalar));
       case 'X':
         return push(string(std::string(take(field(4))), Node::Kind::kString));
       case 'c':
@@ -258,18 +258,11 @@ class Scan {
     return string(name, Node::Kind::kGlobal);
   }
 
-  static NodePtr scalar() { return std::make_shared<Node>(); }
-
-  static NodePtr boolean(int64_t value) {
+  // A value without items: a number, a bool, None or a tensor.
+  static NodePtr number(Node::Kind kind, int64_t value = 0) {
     auto node = std::make_shared<Node>();
-    node->kind = Node::Kind::kBool;
+    node->kind = kind;
     node->number = value;
-    return node;
-  }
-
-  static NodePtr integer(int64_t value) {
-    auto node = boolean(value);
-    node->kind = Node::Kind::kInt;
     return node;
   }
 
@@ -457,9 +450,7 @@ class Scan {
     const Node& sizes = expect(args.items[2], Node::Kind::kTuple, "a tensor's sizes");
     const Node& strides = tuple_of(args.items[3], sizes.items.size(), "a tensor's strides");
     check_extent(storage, offset, sizes, strides);
-    auto node = std::make_shared<Node>();
-    node->kind = Node::Kind::kTensor;
-    return node;
+    return number(Node::Kind::kTensor);
   }
 
   void check_extent(const Node& storage, int64_t offset, const Node& sizes, const Node& strides) {

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/dist/errors.h"
@@ -58,21 +59,27 @@ std::string tensor(int64_t storage_elements, int64_t offset, const std::vector<i
          ints(sizes) + ints(strides) + "\x89" + hooks + "t" + "R";
 }
 
-// An archive laid out as torch.save lays it out: `pickle` as data.pkl, and
-// each of `storages` as data/<its index>.
-std::string archive_of(const std::string& pickle, const std::vector<std::string>& storages = {}) {
+// An archive of `records` (name, bytes), as LibTorch's writer lays it out.
+std::string archive_with(const std::vector<std::pair<std::string, std::string>>& records) {
   std::string archive;
   {
     caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
       archive.append(static_cast<const char*>(data), size);
       return size;
     });
-    writer.writeRecord("data.pkl", pickle.data(), pickle.size());
-    for (size_t i = 0; i < storages.size(); ++i) {
-      writer.writeRecord("data/" + std::to_string(i), storages[i].data(), storages[i].size());
-    }
-  }
+    for (const auto& [name, bytes] : records) writer.writeRecord(name, bytes.data(), bytes.size());
+  }  // the writer's destructor writes the archive's end
   return archive;
+}
+
+// An archive laid out as torch.save lays it out: `pickle` as data.pkl, and
+// each of `storages` as data/<its index>.
+std::string archive_of(const std::string& pickle, const std::vector<std::string>& storages = {}) {
+  std::vector<std::pair<std::string, std::string>> records = {{"data.pkl", pickle}};
+  for (size_t i = 0; i < storages.size(); ++i) {
+    records.emplace_back("data/" + std::to_string(i), storages[i]);
+  }
+  return archive_with(records);
 }
 
 std::string floats(int count) { return std::string(4 * static_cast<size_t>(count), '\0'); }
@@ -348,15 +355,7 @@ TEST(PickleBounds, TheFormatVersionIsOneThatLibTorchReads) {
 }
 
 TEST(PickleBounds, AnArchiveWithoutAPickleIsRefused) {
-  std::string archive;
-  {
-    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
-      archive.append(static_cast<const char*>(data), size);
-      return size;
-    });
-    writer.writeRecord("other", "x", 1);
-  }
-  EXPECT_REFUSED(archive, "it has no data.pkl record");
+  EXPECT_REFUSED(archive_with({{"other", "x"}}), "it has no data.pkl record");
 }
 
 // Whatever bytes of a valid archive are overwritten, unpickling gives the
