@@ -88,6 +88,12 @@ set(DIST_ENGINE_SOURCES
     engine/model/base_model.h
     engine/model/batch_norm.cc
     engine/model/batch_norm.h
+    engine/model/comm_hooks/comm_hook.cc
+    engine/model/comm_hooks/comm_hook.h
+    engine/model/comm_hooks/comm_hook_registry.cc
+    engine/model/comm_hooks/comm_hook_registry.h
+    engine/model/comm_hooks/powersgd.cc
+    engine/model/comm_hooks/powersgd.h
     engine/model/init/deferred.cc
     engine/model/init/deferred.h
     engine/model/init/init_functions.cc
@@ -148,6 +154,7 @@ set(DIST_ENGINE_SOURCES
     engine/snapshot/snapshots.cc
     engine/snapshot/snapshots.h
     engine/strategy/checkpointing.cc
+    engine/strategy/ddp_state.cc
     engine/strategy/fsdp_strategy.cc
     engine/strategy/fsdp_strategy.h
     engine/strategy/strategy.cc

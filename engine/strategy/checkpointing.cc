@@ -76,12 +76,13 @@ at::Tensor BaseStrategy::rows_of_all_ranks(const at::Tensor& mine) {
   return dist::is_distributed() ? at::stack(dist::all_gather_anywhere(mine)) : mine.unsqueeze(0);
 }
 
-at::Tensor BaseStrategy::my_row(const at::Tensor& rows, const std::string& path) {
+at::Tensor BaseStrategy::my_row(const at::Tensor& rows, const std::string& path,
+                                const std::string& saved_as) {
   if (rows.size(0) != dist::get_world_size()) {
     throw checkpoint::CheckpointError(
-        dist::on_rank(dist::get_rank(),
-                      "checkpoint " + path + " was saved inside a gradient accumulation group by " +
-                          std::to_string(rows.size(0)) + " ranks; resume it with as many ranks"));
+        dist::on_rank(dist::get_rank(), "checkpoint " + path + " " + saved_as + " by " +
+                                            std::to_string(rows.size(0)) +
+                                            " ranks; resume it with as many ranks"));
   }
   return rows[dist::get_rank()];
 }
@@ -98,6 +99,10 @@ void BaseStrategy::restore_pending_gradients(const Dict& saved, const std::strin
   }
 }
 
+Dict BaseStrategy::wrapper_state() { return empty_extra(); }
+
+void BaseStrategy::restore_wrapper_state(const Dict&, const std::string&) {}
+
 void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress& progress,
                                    const Extra& extra) {
   const Prepared& parts = prepared();
@@ -113,6 +118,8 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
   training.insert("rng", rng_states());
   const Dict gradients = pending_gradients();
   if (!gradients.empty()) training.insert("pending_gradients", gradients);
+  const Dict wrapper = wrapper_state();
+  if (!wrapper.empty()) training.insert("wrapper", wrapper);
   training.insert("extra", extra.copy());
   write_checkpoint(path, training);
 }
@@ -198,6 +205,8 @@ Resumed BaseStrategy::resume(const std::string& path, const LoadOptions& options
   if (content.contains("pending_gradients")) {
     restore_pending_gradients(content.at("pending_gradients").toGenericDict(), path);
   }
+  if (content.contains("wrapper"))
+    restore_wrapper_state(content.at("wrapper").toGenericDict(), path);
   const Dict meta = checkpoint_entry(content, "meta", path).toGenericDict();
   Resumed out{
       {checkpoint_entry(meta, "iter", path).toInt(), checkpoint_entry(meta, "epoch", path).toInt()},

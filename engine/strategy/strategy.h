@@ -121,7 +121,10 @@ class BaseStrategy {
   // as many ranks as there are now (else a CheckpointError naming `path`
   // and what resumes it).
   static at::Tensor rows_of_all_ranks(const at::Tensor& mine);
-  static at::Tensor my_row(const at::Tensor& rows, const std::string& path);
+  static at::Tensor my_row(const at::Tensor& rows, const std::string& path,
+                           const std::string& saved_as =
+                               "was saved inside a gradient "
+                               "accumulation group");
 
  protected:
   virtual std::shared_ptr<model::BaseModel> wrap_model(std::shared_ptr<model::BaseModel> model) = 0;
@@ -141,6 +144,13 @@ class BaseStrategy {
   // CheckpointError when another number of ranks saved it.
   virtual void restore_pending_gradients(const c10::impl::GenericDict& saved,
                                          const std::string& path);
+
+  // What the model wrapper carries across steps besides the model (DDP: its
+  // rebuilt bucket order and its communication hook's state), every rank's,
+  // under "wrapper"; empty when nothing. Collective.
+  virtual c10::impl::GenericDict wrapper_state();
+  // Puts back this rank's share of what wrapper_state() saved.
+  virtual void restore_wrapper_state(const c10::impl::GenericDict& saved, const std::string& path);
 
   // One file written by rank 0: `training` with "state_dict" and
   // "optimizer" (optim::to_state_dict's layout), computed on rank 0 only.
@@ -205,6 +215,8 @@ class DDPStrategy : public BaseStrategy {
 
  protected:
   std::shared_ptr<model::BaseModel> wrap_model(std::shared_ptr<model::BaseModel> model) override;
+  c10::impl::GenericDict wrapper_state() override;
+  void restore_wrapper_state(const c10::impl::GenericDict& saved, const std::string& path) override;
 
  private:
   DDPStrategyOptions options_;

@@ -25,8 +25,9 @@ void showValue(const TrainingCase& c, std::ostream& os) {
      << " accumulative_counts=" << c.accumulative_counts
      << " bucket_cap_bytes=" << c.bucket_cap_bytes << " view=" << c.gradient_as_bucket_view
      << " find_unused=" << c.find_unused_parameters << " broadcast_buffers=" << c.broadcast_buffers
-     << " clip_grad=" << describe(c.clip_grad) << " members=" << describe(c.members)
-     << " seed=" << c.seed << " net: " << nets::describe(c.spec);
+     << " comm_hook=" << c.comm_hook << " clip_grad=" << describe(c.clip_grad)
+     << " members=" << describe(c.members) << " seed=" << c.seed
+     << " net: " << nets::describe(c.spec);
 }
 
 rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad() {
@@ -73,6 +74,7 @@ std::vector<pairwise::Factor> grid_factors(int largest_group) {
                                  {"gradient_as_bucket_view", {"off", "on"}},
                                  {"find_unused_parameters", {"off", "on"}},
                                  {"broadcast_buffers", {"off", "on"}},
+                                 {"comm_hook", {"none", "allreduce"}},
                                  {"clip_grad", {"none", "norm", "value"}},
                                  {"accumulation", {"1", "2-3"}}});
   return factors;
@@ -93,6 +95,7 @@ TrainingCase case_with(int world_size, std::vector<int> members, const pairwise:
   c.gradient_as_bucket_view = values.at("gradient_as_bucket_view") == "on";
   c.find_unused_parameters = values.at("find_unused_parameters") == "on";
   c.broadcast_buffers = values.at("broadcast_buffers") == "on";
+  c.comm_hook = values.at("comm_hook");
   c.clip_grad = *clip_grad(values.at("clip_grad"));
   c.seed = *rc::gen::arbitrary<uint32_t>();
   for (int it = 0; it < c.iterations; ++it) {
@@ -192,6 +195,7 @@ Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int ra
   options.gradient_as_bucket_view = c.gradient_as_bucket_view;
   options.find_unused_parameters = c.find_unused_parameters;
   options.broadcast_buffers = c.broadcast_buffers;
+  if (c.comm_hook == "allreduce") options.comm_hook = engine::model::allreduce_hook();
   options.process_group = group;
   auto ddp = std::make_shared<MMDistributedDataParallel>(net, options);
   engine::optim::OptimWrapper optim(sgd(*ddp), {c.accumulative_counts, c.clip_grad});

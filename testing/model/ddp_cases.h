@@ -28,6 +28,8 @@ struct TrainingCase {
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
+  // "none", or "allreduce": the default hook, which must change nothing.
+  std::string comm_hook = "none";
   std::optional<engine::optim::ClipGrad> clip_grad;
   // The sorted world ranks that train, with their group as the wrapper's
   // process_group: the whole world (the default group), or in half the
@@ -58,7 +60,7 @@ rc::Gen<TrainingCase> training_case(std::optional<int> world_size = std::nullopt
 // The options every pair of whose values the grid runs at least once
 // (group size up to min(max_world_size, 4), ranks outside the group or
 // none, bucket size, gradient_as_bucket_view, find_unused_parameters,
-// broadcast_buffers, clipping, accumulation), and every combination of
+// broadcast_buffers, communication hook, clipping, accumulation), and every combination of
 // group size, clipping and find_unused_parameters.
 pairwise::Grid ddp_grid(int max_world_size);
 

@@ -88,6 +88,14 @@ rc::Gen<Case> resume_case(int world_size, const std::string& strategy) {
     c.max_iters = *rc::gen::inRange<int64_t>(3, 16);
     c.accumulate = *rc::gen::inRange<int64_t>(1, 3);
     if (strategy == "ZeroStrategy") c.zero_stage = *rc::gen::inRange(1, 4);
+    if (strategy == "DDPStrategy" && *rc::gen::arbitrary<bool>()) {
+      c.comm_hook = {{"type", "PowerSGD"},
+                     {"matrix_approximation_rank", *rc::gen::inRange(1, 3)},
+                     {"start_powerSGD_iter", *rc::gen::inRange(2, 5)},
+                     {"min_compression_rate", 1.0},
+                     {"use_error_feedback", *rc::gen::arbitrary<bool>()},
+                     {"warm_start", *rc::gen::arbitrary<bool>()}};
+    }
     c.stop_at = *rc::gen::inRange<int64_t>(1, c.max_iters);
     c.milestone = *rc::gen::inRange<int64_t>(1, c.max_iters + 1);
     return c;
@@ -118,8 +126,10 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
         {"auto_wrap_policy", {{"type", "size_based_auto_wrap_policy"}, {"min_num_params", 20}}}};
     strategy = std::make_shared<engine::strategy::FSDPStrategy>(env, options);
   } else {
+    Json wrapper{{"bucket_cap_mb", 0.0005}};
+    if (!c.comm_hook.is_null()) wrapper["comm_hook"] = c.comm_hook;
     strategy = std::make_shared<engine::strategy::DDPStrategy>(
-        env, engine::strategy::DDPStrategyOptions{Json{{"bucket_cap_mb", 0.0005}}, "torch"});
+        env, engine::strategy::DDPStrategyOptions{wrapper, "torch"});
   }
   strategy->setup_env();
   examples::BlobsOptions data;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/checkpoint/state_dict.h"
+#include "engine/registry/config.h"
 
 // The exact-resume property's training runs (DDPStrategy or FSDPStrategy,
 // classifier with SyncBatchNorm, SGD with momentum, MultiStepLR, gradient
@@ -28,6 +29,9 @@ struct Case {
   int64_t accumulate = 1;  // accumulative_counts
   int64_t milestone = 1;   // MultiStepLR's
   int64_t dataset_size = 40;
+  // DDPStrategy's communication hook, as its model_wrapper's "comm_hook"
+  // (null: none).
+  engine::registry::Json comm_hook;
   // Also seed, draw from and check LibTorch's default CPU generator: only
   // where every rank has a process of its own (simulated ranks share it).
   bool process_generator = false;
@@ -35,7 +39,8 @@ struct Case {
 
 // Cases for `world_size` ranks: 3-15 iterations, a stop anywhere before the
 // end (inside an accumulation group too), accumulation 1-2, the milestone
-// anywhere.
+// anywhere; under DDPStrategy, half of them with PowerSGD (rank 1-2, from
+// iteration 2-4, with and without error feedback and warm start).
 rc::Gen<Case> resume_case(int world_size, const std::string& strategy = "DDPStrategy");
 
 // Every run's batch size per rank, and the seed every rank's sampler shares.

@@ -93,7 +93,8 @@ HARNESS_PROP(ResumeProperty, ARunCrashedAndResumedAnyNumberOfTimesEndsBitIdentic
   const Saving saving{*rc::gen::inRange<int64_t>(0, 5), *rc::gen::inRange<int64_t>(0, 4),
                       c.max_iters};
   const std::vector<Crash> plan = crash_plan(saving);
-  RC_TAG(c.strategy, c.zero_stage, c.world_size, plan.size(), saving.snapshot > 0);
+  RC_TAG(c.strategy, c.zero_stage, c.world_size, plan.size(), saving.snapshot > 0,
+         c.comm_hook.is_null() ? "no hook" : "PowerSGD");
   const auto straight_dir = work_dir("straight");
   const auto stopped_dir = work_dir("stopped");
   const resume_cases::Snapshotting snapshots{saving.snapshot, work_dir("snapshots")};

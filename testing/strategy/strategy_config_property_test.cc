@@ -64,6 +64,7 @@ Json ddp_strategy() {
     wrapper["bucket_cap_mb"] = *rc::gen::element(0.0001, 0.001, 25.0);
     wrapper["broadcast_buffers"] = *rc::gen::arbitrary<bool>();
     wrapper["gradient_as_bucket_view"] = *rc::gen::arbitrary<bool>();
+    if (*rc::gen::arbitrary<bool>()) wrapper["comm_hook"] = {{"type", "allreduce"}};
   }
   return {{"type", "DDPStrategy"}, {"model_wrapper", wrapper}};
 }

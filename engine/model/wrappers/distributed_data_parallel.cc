@@ -75,6 +75,7 @@ MMDistributedDataParallel::MMDistributedDataParallel(std::shared_ptr<BaseModel> 
       group_(wrapper_group(options_.process_group, "MMDistributedDataParallel")) {
   reducer_ = std::make_unique<Reducer>(synchronised_parameters(this->module(), group_), group_,
                                        reducer_options(options_));
+  if (options_.comm_hook) reducer_->register_comm_hook(options_.comm_hook);
   optim::attach_grad_sync(this, this);
   optim::attach_grad_sync(&this->module(), this);
 }

@@ -26,6 +26,8 @@ struct DDPOptions {
   dist::GroupPtr process_group;  // nullptr: the default group
   // Sees each bucket's all_reduce launch (see ReducerOptions).
   std::function<void(size_t bucket, const std::vector<size_t>& params)> on_bucket_launch;
+  // Registered by the constructor (see register_comm_hook); null: none.
+  CommHookPtr comm_hook;
 };
 
 // The reducer options that `options` describes.
@@ -56,7 +58,12 @@ class MMDistributedDataParallel : public ModelWrapper, public optim::GradSyncSwi
   bool grad_sync_enabled() const override { return reducer_->grad_sync_enabled(); }
   void set_grad_sync_enabled(bool enabled) override { reducer_->set_grad_sync_enabled(enabled); }
 
+  // PyTorch's DDP.register_comm_hook. Collective: every rank of the group
+  // registers an equal hook before the first synchronised backward, once.
+  void register_comm_hook(CommHookPtr hook) { reducer_->register_comm_hook(std::move(hook)); }
+
   const Reducer& reducer() const { return *reducer_; }
+  Reducer& reducer() { return *reducer_; }
   // The parameters the last loss did not reach (detect_anomalous_params).
   const std::vector<std::string>& anomalous_params() const { return anomalous_params_; }
 

@@ -16,6 +16,7 @@
 #include "engine/dist/errors.h"
 #include "engine/dist/helpers.h"
 #include "engine/dist/node_shared.h"
+#include "engine/dist/objects.h"
 #include "engine/model/wrappers/bucket_plan.h"
 #include "engine/model/wrappers/parameter_sync.h"
 
@@ -188,6 +189,8 @@ void Reducer::on_grad_ready(size_t param) {
 
 void Reducer::begin_backward() {
   in_backward_ = true;
+  backward_seen_ = true;
+  hook_results_.clear();
   ready_.assign(params_.size(), false);
   arrival_order_.clear();
   works_.clear();
@@ -216,12 +219,18 @@ void Reducer::mark_ready(size_t param) {
   // does, in the same pass that brings them into the bucket.
   const at::Tensor& grad = params_[param].tensor.grad();
   at::Tensor target = slot(param);
+  // A hook takes the gradients undivided, as PyTorch's does.
+  const bool divide = options_.comm_hook == nullptr;
   if (!grad.defined()) {
     target.zero_();
   } else if (aliases(grad, target)) {
-    target.div_(group_->size());
+    if (divide) target.div_(group_->size());
   } else {
-    at::div_out(target, grad, world_size_divisor_);
+    if (divide) {
+      at::div_out(target, grad, world_size_divisor_);
+    } else {
+      target.copy_(grad);
+    }
     if (options_.gradient_as_bucket_view) point_grad_at_slot(param);
   }
   --buckets_[location_[param].first].pending;
@@ -231,17 +240,73 @@ void Reducer::launch_complete_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& bucket = buckets_[next_bucket_];
     if (options_.on_bucket_launch) options_.on_bucket_launch(next_bucket_, bucket.params);
-    works_.push_back(dist::all_reduce_async(bucket.flat, "sum", group_));
+    works_.push_back(launch(bucket, next_bucket_));
     ++next_bucket_;
   }
+}
+
+dist::WorkPtr Reducer::launch(Bucket& bucket, size_t index) {
+  if (!options_.comm_hook) return dist::all_reduce_async(bucket.flat, "sum", group_);
+  GradBucket view;
+  view.index = index;
+  view.is_last = index + 1 == buckets_.size();
+  view.buffer = bucket.flat;
+  for (size_t param : bucket.params) {
+    view.gradients.push_back(slot(param));
+    view.parameters.push_back(params_[param].tensor);
+  }
+  view.parameter_indices = bucket.params;
+  HookWork work = options_.comm_hook->run(view, group_);
+  if (!work.work || !work.result.defined() || work.result.numel() != bucket.flat.numel()) {
+    throw dist::InvalidArgument(dist::on_rank(
+        group_->my_global_rank(), "the communication hook " + options_.comm_hook->describe() +
+                                      " returned no Work, or a result whose size is not its "
+                                      "bucket's (" +
+                                      std::to_string(bucket.flat.numel()) + " elements)"));
+  }
+  hook_results_.push_back(work.result);
+  return work.work;
+}
+
+void Reducer::register_comm_hook(CommHookPtr hook) {
+  const int rank = group_->my_global_rank();
+  if (!hook) throw dist::InvalidArgument(dist::on_rank(rank, "register_comm_hook: no hook given"));
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto described = dist::all_gather_object(hook->describe(), group_);
+  for (size_t i = 0; i < described.size(); ++i) {
+    if (described[i].toStringRef() != described[0].toStringRef()) {
+      throw dist::InvalidArgument(
+          dist::on_rank(rank, "register_comm_hook: the group's ranks register different hooks: " +
+                                  described[0].toStringRef() + " on its first rank, " +
+                                  described[i].toStringRef() + " on its rank " + std::to_string(i) +
+                                  "; register the same hook on every rank"));
+    }
+  }
+  if (options_.comm_hook) {
+    throw dist::InvalidArgument(
+        dist::on_rank(rank, "register_comm_hook: a hook (" + options_.comm_hook->describe() +
+                                ") is registered already; a reducer takes one, once"));
+  }
+  if (backward_seen_) {
+    throw dist::InvalidArgument(dist::on_rank(
+        rank, "register_comm_hook: register the hook before the first synchronised backward"));
+  }
+  options_.comm_hook = std::move(hook);
 }
 
 void Reducer::finalize_backward() {
   std::lock_guard<std::mutex> lock(mutex_);
   in_backward_ = false;
   if (next_bucket_ < buckets_.size()) handle_never_ready();
-  for (auto& work : works_) work->wait();
+  for (size_t i = 0; i < works_.size(); ++i) {
+    works_[i]->wait();
+    if (!options_.comm_hook) continue;
+    at::Tensor& flat = buckets_[i].flat;
+    const at::Tensor& result = hook_results_[i];
+    if (!result.is_same(flat)) flat.copy_(result.reshape({-1}));
+  }
   works_.clear();
+  hook_results_.clear();
   std::vector<bool> globally_used =
       options_.find_unused_parameters ? agree_on_used() : std::vector<bool>(params_.size(), true);
   write_back(globally_used);
@@ -312,6 +377,36 @@ void Reducer::rebuild_from_arrival_order() {
   auto values = order.accessor<int64_t, 1>();
   for (size_t i = 0; i < agreed.size(); ++i) agreed[i] = static_cast<size_t>(values[i]);
   build_buckets(agreed);
+  rebuilt_order_ = std::move(agreed);
+}
+
+std::vector<size_t> Reducer::rebuilt_order() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return rebuilt_order_;
+}
+
+void Reducer::restore_rebuilt_order(const std::vector<size_t>& order) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<bool> seen(params_.size());
+  for (size_t param : order) {
+    if (param >= params_.size() || seen[param]) {
+      throw dist::InvalidArgument(
+          dist::on_rank(group_->my_global_rank(),
+                        "restore_rebuilt_order: the order is not a permutation of the reducer's " +
+                            std::to_string(params_.size()) + " parameters (it names " +
+                            std::to_string(param) + (param < params_.size() ? " twice)" : ")")));
+    }
+    seen[param] = true;
+  }
+  if (order.size() != params_.size()) {
+    throw dist::InvalidArgument(
+        dist::on_rank(group_->my_global_rank(),
+                      "restore_rebuilt_order: the order names " + std::to_string(order.size()) +
+                          " parameters, the reducer has " + std::to_string(params_.size())));
+  }
+  build_buckets(order);
+  rebuilt_order_ = order;
+  awaiting_first_rebuild_ = false;
 }
 
 }  // namespace engine::model

@@ -12,6 +12,7 @@
 #include "engine/compat/autograd.h"
 #include "engine/dist/group.h"
 #include "engine/dist/work.h"
+#include "engine/model/comm_hooks/comm_hook.h"
 #include "engine/model/named_parameter.h"
 #include "engine/optim/grad_sync.h"
 
@@ -26,6 +27,8 @@ struct ReducerOptions {
   // with the bucket's position and its parameters' indices (tests and traces
   // watch the overlap with backward through it).
   std::function<void(size_t bucket, const std::vector<size_t>& params)> on_bucket_launch;
+  // Reduces each bucket in place of the division and all_reduce; null: none.
+  CommHookPtr comm_hook;
 };
 
 // PyTorch DDP's reducer: gradients grouped in buckets (reverse parameter
@@ -34,7 +37,8 @@ struct ReducerOptions {
 // ready during backward; a bucket whose gradients are all ready is divided by
 // the group size and all-reduced asynchronously, buckets strictly in order on
 // every rank; at the end of backward the reductions are awaited and written
-// back into the gradients.
+// back into the gradients. With a communication hook, the bucket holds the
+// undivided gradients and the hook reduces it (comm_hooks/comm_hook.h).
 //
 // A backward is synchronised when sync is enabled as its first gradient
 // arrives; with sync disabled gradients just accumulate locally.
@@ -54,8 +58,21 @@ class Reducer : public optim::GradSyncSwitch {
   bool grad_sync_enabled() const override;
   void set_grad_sync_enabled(bool enabled) override;
 
+  // Collective over the group: every rank registers an equal hook (the same
+  // describe()), before the first synchronised backward, at most once;
+  // InvalidArgument otherwise, on every rank for a hook that differs.
+  void register_comm_hook(CommHookPtr hook);
+  const CommHookPtr& comm_hook() const { return options_.comm_hook; }
+
   // Each bucket's parameter indices, in launch order.
   std::vector<std::vector<size_t>> buckets() const;
+  // The parameter order the buckets were rebuilt from after the first
+  // synchronised backward (the same on every rank); empty before.
+  std::vector<size_t> rebuilt_order() const;
+  // Rebuilds the buckets from an order rebuilt_order() gave, as a resumed
+  // run must to meet a hook's per-bucket state; InvalidArgument when it is
+  // not a permutation of the parameters.
+  void restore_rebuilt_order(const std::vector<size_t>& order);
   const std::vector<NamedParameter>& parameters() const { return params_; }
   const ReducerOptions& options() const { return options_; }
 
@@ -77,6 +94,7 @@ class Reducer : public optim::GradSyncSwitch {
   void begin_backward();
   void mark_ready(size_t param);
   void launch_complete_buckets();
+  dist::WorkPtr launch(Bucket& bucket, size_t index);
   void finalize_backward();
   void handle_never_ready();
   void write_back(const std::vector<bool>& globally_used);
@@ -100,6 +118,9 @@ class Reducer : public optim::GradSyncSwitch {
   std::vector<bool> unreached_;    // set by prepare_for_backward, used once
   at::Tensor world_size_divisor_;  // a 0-dim tensor, for div_out
   std::vector<size_t> arrival_order_;
+  std::vector<size_t> rebuilt_order_;
+  bool backward_seen_ = false;
+  std::vector<at::Tensor> hook_results_;  // per launched bucket
   size_t next_bucket_ = 0;
   std::vector<dist::WorkPtr> works_;
 };

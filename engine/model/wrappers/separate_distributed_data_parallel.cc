@@ -1,5 +1,7 @@
 #include "engine/model/wrappers/separate_distributed_data_parallel.h"
 
+#include "engine/dist/errors.h"
+
 namespace engine::model {
 
 MMSeparateDistributedDataParallel::MMSeparateDistributedDataParallel(
@@ -7,6 +9,13 @@ MMSeparateDistributedDataParallel::MMSeparateDistributedDataParallel(
     : ModelWrapper(std::move(module)),
       options_(std::move(options)),
       group_(wrapper_group(options_.process_group, "MMSeparateDistributedDataParallel")) {
+  if (options_.comm_hook) {
+    throw dist::InvalidArgument(dist::on_rank(
+        group_->my_global_rank(),
+        "MMSeparateDistributedDataParallel takes no comm_hook: each of its submodules has a "
+        "reducer of its own, and one hook's per-bucket state cannot serve several; use "
+        "MMDistributedDataParallel for a hook"));
+  }
   synchronised_parameters(this->module(), group_);
   optim::attach_grad_sync(&this->module(), this);
   for (const auto& child : this->module().named_children()) {

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/model/comm_hooks/comm_hook_registry.h"
 #include "engine/model/init/init_functions.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
@@ -24,6 +25,7 @@ DDPOptions ddp_options(registry::ConfigReader& config) {
   if (options.bucket_cap_mb <= 0) config.fail("key \"bucket_cap_mb\" must be positive");
   options.gradient_as_bucket_view =
       config.get("gradient_as_bucket_view", options.gradient_as_bucket_view);
+  if (const auto hook = config.object("comm_hook")) options.comm_hook = comm_hooks().build(*hook);
   return options;
 }
 
