@@ -3,7 +3,10 @@
 // MMDistributedDataParallel, batch 64 per rank, one intra-op thread per rank.
 // Rank 0 prints one line: the median step time over --steps steps after
 // --warmup. Its peer is torch_ddp_peer.py (PyTorch's Python DDP, same model).
-// On nccl the model trains on the rank's GPU.
+// On nccl the model trains on the rank's GPU. --comm-hook registers a
+// communication hook (PowerSGD: rank 1 from the third step, PyTorch's other
+// defaults), and the line gives the bytes each rank hands to all_reduce
+// per step under it.
 //
 //   engine-launch --nproc-per-node 2 ddp_step --backend gloo --model small
 //   mpirun -n 2 ddp_step --backend mpi --model large
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "engine/dist/dist.h"
+#include "engine/model/comm_hooks/comm_hook_registry.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
 #include "tools/bench/flags.h"
@@ -35,7 +39,37 @@ struct Args : bench::StepFlags {
   }
   // The wrapper's own defaults unless a flag says otherwise.
   engine::model::DDPOptions ddp;
+  std::string comm_hook = "none";
 };
+
+// The hooks by their --comm-hook names, as torch_ddp_peer.py registers them.
+engine::registry::Json hook_config(const std::string& name) {
+  if (name == "fp16" || name == "bf16") return {{"type", name + "_compress"}};
+  if (name == "powersgd") {
+    return {{"type", "PowerSGD"}, {"matrix_approximation_rank", 1}, {"start_powerSGD_iter", 2}};
+  }
+  return {{"type", name}};
+}
+
+// What one rank hands to all_reduce per step under `hook`: float32
+// gradients, halved by the 16-bit hooks; under rank-1 PowerSGD, P and Q for
+// each matrix that shrinks by more than PyTorch's min_compression_rate 2,
+// the rest whole.
+double payload_bytes(const std::vector<at::Tensor>& params, const std::string& hook) {
+  double bytes = 0;
+  for (const auto& param : params) {
+    const double numel = static_cast<double>(param.numel());
+    if (hook == "fp16" || hook == "bf16") {
+      bytes += 2 * numel;
+    } else if (hook == "powersgd" && param.dim() >= 2 &&
+               (param.size(0) + numel / param.size(0)) * 2 < numel) {
+      bytes += 4 * (param.size(0) + numel / param.size(0));
+    } else {
+      bytes += 4 * numel;
+    }
+  }
+  return bytes;
+}
 
 [[noreturn]] void usage(const std::string& problem) {
   bench::exit_with_usage(
@@ -43,6 +77,7 @@ struct Args : bench::StepFlags {
       "usage: ddp_step [--backend gloo|mpi|nccl] [--model small|large] [--batch N]\n"
       "                [--steps N] [--warmup N] [--gradient-as-bucket-view 0|1]\n"
       "                [--bucket-cap-mb 25]\n"
+      "                [--comm-hook none|allreduce|fp16|bf16|powersgd]\n"
       "                (under engine-launch or mpirun)\n");
 }
 
@@ -54,11 +89,15 @@ Args parse(int argc, char** argv) {
       args.ddp.gradient_as_bucket_view = value == "1";
     } else if (flag == "--bucket-cap-mb") {
       args.ddp.bucket_cap_mb = std::stod(value);
+    } else if (flag == "--comm-hook") {
+      args.comm_hook = value;
     } else {
       usage("unknown flag " + flag);
     }
   });
   if (args.model != "small" && args.model != "large") usage("--model is small or large");
+  if (args.comm_hook != "none")
+    args.ddp.comm_hook = engine::model::comm_hooks().build(hook_config(args.comm_hook));
   return args;
 }
 
@@ -79,6 +118,7 @@ int main(int argc, char** argv) {
         std::make_shared<torch::optim::SGD>(ddp.parameters(), torch::optim::SGDOptions(0.01)));
     int64_t parameters = 0;
     for (const auto& p : ddp.parameters()) parameters += p.numel();
+    const double payload_mb = payload_bytes(ddp.parameters(), args.comm_hook) / 1e6;
     const engine::model::TensorDict batch = bench::mlp_batch(shape, args.batch);
     std::vector<double> times;
     for (int step = 0; step < args.warmup + args.steps; ++step) {
@@ -96,10 +136,12 @@ int main(int argc, char** argv) {
     const double ms = step_ms.item<double>();
     const int ranks = dist::get_world_size();
     if (dist::is_main_process()) {
-      std::printf("ours   %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f%s\n",
-                  args.backend.c_str(), args.model.c_str(), parameters / 1e6, ranks, ms,
-                  1000.0 * args.batch * ranks / ms,
-                  args.ddp.gradient_as_bucket_view ? "  view" : "");
+      std::printf(
+          "ours   %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f%s  hook %s "
+          "payload %.2f MB\n",
+          args.backend.c_str(), args.model.c_str(), parameters / 1e6, ranks, ms,
+          1000.0 * args.batch * ranks / ms, args.ddp.gradient_as_bucket_view ? "  view" : "",
+          args.comm_hook.c_str(), payload_mb);
     }
   } catch (const std::exception& error) {
     std::cerr << "ddp_step: " << error.what() << "\n";

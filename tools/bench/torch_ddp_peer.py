@@ -7,6 +7,8 @@ under a launcher that sets torchrun's variables:
 
 On nccl each rank trains on GPU LOCAL_RANK modulo the GPUs (as ddp_step),
 and each step's time includes its queued kernels (torch.cuda.synchronize).
+--comm-hook registers PyTorch's hook of that name (powersgd: rank 1 from
+the third step, its other defaults), as ddp_step does.
 """
 import argparse
 import os
@@ -17,6 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
 SHAPES = {"small": (1024, 3), "large": (2048, 6), "xl": (4096, 6)}  # as tools/bench/mlp.cc
 
@@ -63,6 +66,20 @@ def slowest_median_step_ms(model, optimizer, width, args, device):
     return step_ms.item()
 
 
+def register_hook(model, name):
+    """PyTorch's hook `name` on `model`, on the default group."""
+    if name == "none":
+        return
+    if name == "powersgd":
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1,
+                                            start_powerSGD_iter=2)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+        return
+    hooks = {"allreduce": default_hooks.allreduce_hook, "fp16": default_hooks.fp16_compress_hook,
+             "bf16": default_hooks.bf16_compress_hook}
+    model.register_comm_hook(None, hooks[name])
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", default="gloo")
@@ -72,6 +89,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--gradient-as-bucket-view", type=int, default=0, choices=(0, 1))
     parser.add_argument("--bucket-cap-mb", type=float, default=25)
+    parser.add_argument("--comm-hook", default="none",
+                        choices=("none", "allreduce", "fp16", "bf16", "powersgd"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     device = rank_device(args.backend)
@@ -81,14 +100,15 @@ def main():
     model = nn.parallel.DistributedDataParallel(mlp(width, hidden_layers).to(device),
                                                 gradient_as_bucket_view=view,
                                                 bucket_cap_mb=args.bucket_cap_mb)
+    register_hook(model, args.comm_hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     parameters = sum(p.numel() for p in model.parameters())
     ms = slowest_median_step_ms(model, optimizer, width, args, device)
     n = dist.get_world_size()
     if dist.get_rank() == 0:
-        print("python %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f%s"
+        print("python %-5s %-5s params %8.2fM ranks %d step %9.2f ms  samples/s %9.1f%s  hook %s"
               % (args.backend, args.model, parameters / 1e6, n, ms, 1000.0 * args.batch * n / ms,
-                 "  view" if view else ""), flush=True)
+                 "  view" if view else "", args.comm_hook), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 #include "engine/model/comm_hooks/comm_hook.h"
 
-#include <ATen/ops/div.h>
+#include <ATen/ops/empty.h>
+
+#include <map>
 
 #include "engine/dist/collectives.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/node_shared.h"
 
 namespace engine::model {
 namespace {
@@ -19,10 +22,11 @@ class AllReduceHook : public CommHook {
 
 class CompressHook : public CommHook {
  public:
-  CompressHook(at::ScalarType wire, std::string name) : wire_(wire), name_(std::move(name)) {}
+  CompressHook(at::ScalarType wire, std::string name) : wire_dtype_(wire), name_(std::move(name)) {}
 
   HookWork run(GradBucket& bucket, const dist::GroupPtr& group) override {
-    at::Tensor compressed = bucket.buffer.to(wire_).div_(group->size());
+    at::Tensor compressed = wire_buffer(bucket, group);
+    compressed.copy_(bucket.buffer).div_(group->size());
     at::Tensor buffer = bucket.buffer;
     dist::WorkPtr sum = dist::all_reduce_async(compressed, "sum", group);
     return {dist::then(sum, [buffer, compressed]() mutable { buffer.copy_(compressed); }), buffer};
@@ -30,8 +34,21 @@ class CompressHook : public CommHook {
   std::string describe() const override { return name_; }
 
  private:
-  at::ScalarType wire_;
+  // One buffer per bucket, kept across steps. On the CPU it lives where the
+  // group's ranks on one machine map it, as the reducer's buckets do, so
+  // that its all_reduce is a pass over shared memory.
+  at::Tensor wire_buffer(const GradBucket& bucket, const dist::GroupPtr& group) {
+    at::Tensor& kept = wire_[bucket.index];
+    if (kept.defined() && kept.numel() == bucket.buffer.numel()) return kept;
+    kept = bucket.buffer.device().is_cpu()
+               ? dist::zeros_node_shared(bucket.buffer.numel(), wire_dtype_, group)
+               : at::empty({bucket.buffer.numel()}, bucket.buffer.options().dtype(wire_dtype_));
+    return kept;
+  }
+
+  at::ScalarType wire_dtype_;
   std::string name_;
+  std::map<size_t, at::Tensor> wire_;
 };
 
 }  // namespace
