@@ -25,8 +25,11 @@ class CompressHook : public CommHook {
   CompressHook(at::ScalarType wire, std::string name) : wire_dtype_(wire), name_(std::move(name)) {}
 
   HookWork run(GradBucket& bucket, const dist::GroupPtr& group) override {
+    // Divided before the cast: one rounding into the wire dtype, where
+    // PyTorch's hook rounds twice (the cast, then a division in the wire
+    // dtype, which LibTorch 1.13's CPU kernels also do slowly for float16).
     at::Tensor compressed = wire_buffer(bucket, group);
-    compressed.copy_(bucket.buffer).div_(group->size());
+    compressed.copy_(bucket.buffer.div_(group->size()));
     at::Tensor buffer = bucket.buffer;
     dist::WorkPtr sum = dist::all_reduce_async(compressed, "sum", group);
     return {dist::then(sum, [buffer, compressed]() mutable { buffer.copy_(compressed); }), buffer};

@@ -62,9 +62,9 @@ using CommHookPtr = std::shared_ptr<CommHook>;
 
 // PyTorch's default hooks. allreduce: the buffer divided by the group size,
 // then summed; bit for bit what the reducer does without a hook.
-// fp16_compress / bf16_compress: the buffer cast to float16 / bfloat16,
-// divided by the group size (before the sum, so the sum cannot overflow:
-// pytorch#57410), summed in that dtype and cast back.
+// fp16_compress / bf16_compress: the buffer divided by the group size
+// (before the sum, so the sum cannot overflow: pytorch#57410), cast to
+// float16 / bfloat16, summed in that dtype and cast back.
 CommHookPtr allreduce_hook();
 CommHookPtr fp16_compress_hook();
 CommHookPtr bf16_compress_hook();

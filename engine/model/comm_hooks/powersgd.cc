@@ -60,7 +60,7 @@ class PowerSGDHook : public CommHook {
 
   std::string describe() const override {
     std::ostringstream out;
-    out << "PowerSGD(matrix_approximation_rank=" << options_.matrix_approximation_rank
+    out << std::boolalpha << "PowerSGD(matrix_approximation_rank=" << options_.matrix_approximation_rank
         << ", start_powerSGD_iter=" << options_.start_powerSGD_iter
         << ", min_compression_rate=" << options_.min_compression_rate
         << ", use_error_feedback=" << options_.use_error_feedback
