@@ -63,11 +63,15 @@ at::Tensor saved_row(const Dict& saved, const std::string& key, at::IntArrayRef 
 
 StateDictType parse_state_dict_type(const std::string& name) {
   const std::string key = upper(name);
-  if (key == "SHARDED" || key == "SHARDED_STATE_DICT") return StateDictType::kSharded;
+  if (key == "SHARDED" || key == "SHARDED_STATE_DICT" || key == "LOCAL" ||
+      key == "LOCAL_STATE_DICT") {
+    return StateDictType::kSharded;
+  }
   if (key == "FULL" || key == "FULL_STATE_DICT") return StateDictType::kFull;
   throw registry::ConfigError(dist::on_rank(
       dist::get_rank(), std::string(kStrategy) + ": unknown state_dict_type \"" + name +
-                            "\"; known: sharded, full (or SHARDED_STATE_DICT, FULL_STATE_DICT)"));
+                            "\"; known: sharded or local, full (or SHARDED_STATE_DICT, "
+                            "LOCAL_STATE_DICT, FULL_STATE_DICT)"));
 }
 
 FSDPStrategy::FSDPStrategy(EnvOptions env, FSDPStrategyOptions options)

@@ -47,6 +47,7 @@ struct FSDPStrategyOptions {
 class FSDPStrategy : public BaseStrategy {
  public:
   FSDPStrategy(EnvOptions env, FSDPStrategyOptions options);
+  const FSDPStrategyOptions& options() const { return options_; }
 
  protected:
   std::shared_ptr<model::BaseModel> wrap_model(std::shared_ptr<model::BaseModel> model) override;

@@ -226,9 +226,9 @@ class DDPStrategy : public BaseStrategy {
 // (fsdp_strategy.h) and ZeroStrategy (zero_strategy.h). Keys: launcher,
 // backend, timeout_s, seed, diff_rank_seed, deterministic,
 // seed_process_generator; DDPStrategy also model_wrapper and sync_bn;
-// FSDPStrategy model_wrapper, sync_bn and state_dict_type; ZeroStrategy stage,
-// reduce_bucket_size, overlap_comm, contiguous_gradients and
-// state_dict_type.
+// FSDPStrategy model_wrapper, sync_bn and state_dict_type (or mmengine's
+// state_dict_cfg); ZeroStrategy stage, reduce_bucket_size, overlap_comm,
+// contiguous_gradients, state_dict_type and sync_bn.
 using StrategyRegistry = registry::Registry<std::shared_ptr<BaseStrategy>>;
 StrategyRegistry& strategies();
 

@@ -1,3 +1,6 @@
+#include <set>
+#include <string>
+
 #include "engine/strategy/fsdp_strategy.h"
 #include "engine/strategy/strategy.h"
 #include "engine/strategy/zero_strategy.h"
@@ -6,6 +9,38 @@ namespace engine::strategy {
 namespace {
 
 using registry::ConfigReader;
+
+// mmengine's FSDPStrategy state_dict_cfg: "local" or "full", or
+// {"state_dict_type": ..., "state_dict_config": {...},
+// "optim_state_dict_config": {...}}. The configs may name PyTorch's
+// Full/Local/Sharded(Optim)StateDictConfig with offload_to_cpu and
+// rank0_only: the engine always writes a full checkpoint from rank 0's CPU
+// copies, so a full one with rank0_only false is refused.
+StateDictType state_dict_cfg(const registry::Json& value, const ConfigReader& parent) {
+  const std::string section = parent.section() + ".state_dict_cfg";
+  if (value.is_string()) return parse_state_dict_type(value.get<std::string>());
+  if (!value.is_object()) parent.fail("key \"state_dict_cfg\" must be a string or an object");
+  ConfigReader reader(value, section);
+  const StateDictType type =
+      parse_state_dict_type(reader.get<std::string>("state_dict_type", "LOCAL_STATE_DICT"));
+  for (const std::string key : {"state_dict_config", "optim_state_dict_config"}) {
+    const auto inner = reader.object(key);
+    if (!inner) continue;
+    ConfigReader config(*inner, section + "." + key);
+    const auto name = config.require<std::string>("type");
+    static const std::set<std::string> known = {
+        "FullStateDictConfig",       "FullOptimStateDictConfig", "LocalStateDictConfig",
+        "LocalOptimStateDictConfig", "ShardedStateDictConfig",   "ShardedOptimStateDictConfig"};
+    if (!known.count(name)) config.fail("has the unknown type \"" + name + "\"");
+    config.get("offload_to_cpu", true);
+    if (!config.get("rank0_only", true) && type == StateDictType::kFull) {
+      config.fail("rank0_only false: the engine writes a full checkpoint from rank 0 only");
+    }
+    config.finish();
+  }
+  reader.finish();
+  return type;
+}
 
 EnvOptions env_options(ConfigReader& config) {
   EnvOptions options;
@@ -43,6 +78,12 @@ void add_builtin_strategies(StrategyRegistry& registry) {
     if (const auto type = config.get_optional<std::string>("state_dict_type")) {
       options.state_dict_type = parse_state_dict_type(*type);
     }
+    if (const auto cfg = config.value("state_dict_cfg")) {
+      if (config.has("state_dict_type")) {
+        config.fail("takes state_dict_type or mmengine's state_dict_cfg, not both");
+      }
+      options.state_dict_type = state_dict_cfg(*cfg, config);
+    }
     return std::make_shared<FSDPStrategy>(std::move(env), std::move(options));
   });
   registry.add("ZeroStrategy", [](ConfigReader& config) -> std::shared_ptr<BaseStrategy> {
@@ -53,6 +94,7 @@ void add_builtin_strategies(StrategyRegistry& registry) {
     options.reduce_bucket_size = static_cast<int64_t>(
         config.get("reduce_bucket_size", static_cast<double>(options.reduce_bucket_size)));
     options.overlap_comm = config.get("overlap_comm", options.overlap_comm);
+    options.sync_bn = config.get_optional<std::string>("sync_bn");
     // Gradients always travel packed in one flat buffer per bucket, which is
     // what contiguous_gradients asks DeepSpeed for; either value is accepted.
     config.get("contiguous_gradients", true);

@@ -18,8 +18,10 @@ FSDPStrategyOptions as_fsdp(const ZeroStrategyOptions& options) {
   if (options.reduce_bucket_size < 1) {
     fail("reduce_bucket_size must be positive, got " + std::to_string(options.reduce_bucket_size));
   }
+  check_sync_bn(options.sync_bn, "ZeroStrategy");
   FSDPStrategyOptions fsdp;
   fsdp.state_dict_type = options.state_dict_type;
+  fsdp.sync_bn = options.sync_bn;
   if (options.stage == 3) {
     fsdp.model_wrapper = {{"type", "MMFullyShardedDataParallel"},
                           {"sharding_strategy", "FULL_SHARD"},

@@ -12,6 +12,8 @@ struct ZeroStrategyOptions {
   int64_t reduce_bucket_size = 500'000'000;  // elements
   bool overlap_comm = false;
   StateDictType state_dict_type = StateDictType::kSharded;
+  // "torch": the engine's BatchNorm layers synchronised, as DDPStrategy's.
+  std::optional<std::string> sync_bn;
 };
 
 // ZeRO as a strategy, in the place of mmengine's DeepSpeedStrategy: stage 1

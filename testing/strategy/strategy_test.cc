@@ -23,6 +23,7 @@
 #include "engine/model/wrappers/zero_data_parallel.h"
 #include "engine/optim/optimizer_state.h"
 #include "engine/optim/param_scheduler.h"
+#include "engine/strategy/fsdp_strategy.h"
 #include "examples/classifier.h"
 #include "testing/harness.h"
 
@@ -267,6 +268,58 @@ TEST(StrategyTest, ZeroStrategyBuildsTheWrapperOfItsStageFromDeepSpeedKeys) {
       EXPECT_THROW(strategies().build(config), ConfigError) << bad.dump();
     }
   });
+}
+
+TEST(StrategyTest, StateDictCfgIsReadAsMmengineWritesIt) {
+  using engine::strategy::FSDPStrategy;
+  using engine::strategy::StateDictType;
+  const std::vector<std::pair<Json, StateDictType>> read{
+      {"local", StateDictType::kSharded},
+      {"full", StateDictType::kFull},
+      {Json::object(), StateDictType::kSharded},
+      {{{"state_dict_type", "FULL_STATE_DICT"},
+        {"state_dict_config", {{"type", "FullStateDictConfig"}, {"offload_to_cpu", true}}},
+        {"optim_state_dict_config",
+         {{"type", "FullOptimStateDictConfig"}, {"offload_to_cpu", true}, {"rank0_only", true}}}},
+       StateDictType::kFull},
+      {{{"state_dict_type", "LOCAL_STATE_DICT"}}, StateDictType::kSharded}};
+  for (const auto& [cfg, expected] : read) {
+    auto strategy = strategies().build({{"type", "FSDPStrategy"}, {"state_dict_cfg", cfg}});
+    EXPECT_EQ(dynamic_cast<FSDPStrategy&>(*strategy).options().state_dict_type, expected)
+        << cfg.dump();
+  }
+  const std::vector<std::pair<Json, std::string>> refused{
+      {{{"state_dict_cfg", "half"}}, "unknown state_dict_type \"half\""},
+      {{{"state_dict_cfg", "full"}, {"state_dict_type", "full"}}, "not both"},
+      {{{"state_dict_cfg",
+         {{"state_dict_type", "FULL_STATE_DICT"},
+          {"state_dict_config", {{"type", "FullStateDictConfig"}, {"rank0_only", false}}}}}},
+       "rank0_only false"},
+      {{{"state_dict_cfg", {{"state_dict_config", {{"type", "HalfStateDictConfig"}}}}}},
+       "unknown type \"HalfStateDictConfig\""}};
+  for (const auto& [keys, expected] : refused) {
+    Json config = {{"type", "FSDPStrategy"}};
+    config.update(keys);
+    EXPECT_NE(error_of(config).find(expected), std::string::npos) << error_of(config);
+  }
+}
+
+TEST(StrategyTest, ZeroStrategyConvertsBatchNormWhenAsked) {
+  harness::run_ranks(2, [](int rank) {
+    for (const bool sync : {false, true}) {
+      Json config = {{"type", "ZeroStrategy"}, {"stage", 2}, {"seed_process_generator", false}};
+      if (sync) config["sync_bn"] = "torch";
+      auto strategy = strategies().build(config);
+      auto model = small_model(rank);
+      strategy->prepare(model, kOptim);
+      auto* norm = model->named_modules()["norm"]->as<engine::model::BatchNormImpl>();
+      ASSERT_NE(norm, nullptr);
+      EXPECT_EQ(norm->is_sync(), sync);
+    }
+  });
+  EXPECT_NE(error_of({{"type", "ZeroStrategy"}, {"sync_bn", "mmcv"}})
+                .find("ZeroStrategy: key \"sync_bn\" must be"),
+            std::string::npos);
 }
 
 // A scheduler built before prepare() on the caller's own optimizer comes
