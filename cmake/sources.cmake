@@ -112,6 +112,8 @@ set(DIST_ENGINE_SOURCES
     engine/model/unit_call.h
     engine/model/wrappers/bucket_plan.cc
     engine/model/wrappers/bucket_plan.h
+    engine/model/wrappers/ddp_logging.cc
+    engine/model/wrappers/ddp_logging.h
     engine/model/wrappers/distributed_data_parallel.cc
     engine/model/wrappers/distributed_data_parallel.h
     engine/model/wrappers/fully_sharded_data_parallel.cc

@@ -42,6 +42,7 @@ engine::runner::RunnerOptions runner_options(const Json& train, const DemoOverri
   options.resume_from = overrides.resume_from;
   options.load_from = overrides.load_from;
   options.quiet = overrides.quiet;
+  options.ddp_logging_json = overrides.ddp_logging_json;
   return options;
 }
 

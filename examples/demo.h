@@ -22,6 +22,8 @@ struct DemoOverrides {
   bool quiet = false;
   // Where rank 0 writes every rank's calls as one Chrome trace (Perfetto).
   std::optional<std::string> trace_path;
+  // Where rank 0 writes DDP's logging data as JSON (RunnerOptions).
+  std::optional<std::string> ddp_logging_json;
   // A crash for the restart tests: on the launcher's first attempt
   // (TORCHELASTIC_RESTART_COUNT 0 or unset), the last rank kills its own
   // process with SIGKILL as it draws this many-th training batch.

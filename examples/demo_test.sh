@@ -20,8 +20,14 @@ run() {
 }
 
 trace="${TEST_TMPDIR:-$(mktemp -d)}/trace.json"
-first=$(run "$@" --iters 60 --trace "$trace") || { echo "$first"; echo "FAIL: the first run failed"; exit 1; }
+logging="${TEST_TMPDIR:-$(mktemp -d)}/ddp_logging.json"
+first=$(run "$@" --iters 60 --trace "$trace" --ddp-logging "$logging") ||
+  { echo "$first"; echo "FAIL: the first run failed"; exit 1; }
 echo "$first"
+expect "ddp: $ranks ranks on" "$first"
+expect "wrote DDP's logging data to $logging" "$first"
+expect "\"world_size\": $ranks" "$(cat "$logging")"
+expect '"has_rebuilt_buckets": true' "$(cat "$logging")"
 expect "parameters and buffers identical on all $ranks ranks" "$first"
 expect "saved checkpoint $work/iter_60.pth" "$first"
 expect "wrote the collectives of $ranks ranks to $trace" "$first"

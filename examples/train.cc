@@ -34,6 +34,7 @@ struct Args {
             << "             [--backend gloo|mpi|nccl] [--iters N] [--checkpoint-interval N]\n"
             << "             [--snapshot-interval N] [--work-dir DIR]\n"
             << "             [--resume FILE|auto] [--load-from FILE] [--trace FILE.json]\n"
+            << "             [--ddp-logging FILE.json]\n"
             << "             [--fail-after-batches N]   (a crash, for restart tests)\n"
             << "Without --launcher (or with none) the run uses N simulated ranks.\n";
   std::exit(2);
@@ -85,6 +86,8 @@ Args parse(int argc, char** argv) {
       args.overrides.load_from = user_path(value);
     else if (flag == "--trace")
       args.overrides.trace_path = user_path(value);
+    else if (flag == "--ddp-logging")
+      args.overrides.ddp_logging_json = user_path(value);
     else if (flag == "--fail-after-batches")
       args.overrides.fail_after_batches = to_int(flag, value);
     else

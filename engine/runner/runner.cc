@@ -9,10 +9,13 @@
 #include <iomanip>
 #include <regex>
 #include <sstream>
+#include <utility>
 
 #include "engine/checkpoint/sharded/sharded_checkpoint.h"
 #include "engine/data/default_sampler.h"
 #include "engine/dist/dist.h"
+#include "engine/io/atomic_file.h"
+#include "engine/model/wrappers/ddp_logging.h"
 #include "engine/registry/config.h"
 #include "engine/runner/progress.h"
 
@@ -201,6 +204,9 @@ RunResult Runner::train() {
     auto summary = scalars(result.last_log);
     summary["lr"] = optim_wrapper.optimizer().param_groups()[0].options().get_lr();
     progress_->update(done, format(summary));
+    if (done - result.start_iter == options_.log_interval || done == options_.max_iters) {
+      report_ddp_logging();
+    }
     if (options_.val_interval > 0 && done % options_.val_interval == 0 &&
         done < options_.max_iters) {
       result.metrics = val();
@@ -219,6 +225,18 @@ RunResult Runner::train() {
   }
   result.metrics = val();
   return result;
+}
+
+void Runner::report_ddp_logging() {
+  if (std::exchange(ddp_logging_reported_, true)) return;
+  const auto* ddp = dynamic_cast<const model::MMDistributedDataParallel*>(parts_->model.get());
+  if (ddp == nullptr) return;
+  const model::DDPLoggingData data = model::ddp_logging_data(*ddp);
+  progress_->note(data.summary());
+  if (!options_.ddp_logging_json || dist::get_rank() != 0) return;
+  const std::string text = data.to_json().dump(2) + "\n";
+  io::write_atomically(*options_.ddp_logging_json, {text});
+  progress_->note("wrote DDP's logging data to " + *options_.ddp_logging_json);
 }
 
 std::map<std::string, double> Runner::val() {

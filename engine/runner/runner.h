@@ -70,6 +70,11 @@ struct RunnerOptions {
   // "state_dict". Optimizer, schedules and progress start afresh.
   std::optional<std::string> load_from;
   bool quiet = false;  // no progress output (tests)
+  // Under MMDistributedDataParallel, rank 0 logs DDP's logging data in a
+  // line at the first log interval of the run (or at its end, if shorter);
+  // with this path it also writes them there as JSON
+  // (model/wrappers/ddp_logging.h).
+  std::optional<std::string> ddp_logging_json;
 };
 
 struct RunResult {
@@ -112,6 +117,7 @@ class Runner {
   // where training stands, its epoch_position set.
   strategy::TrainProgress resume_or_load(const data::DefaultSampler& sampler);
   std::string save(const strategy::TrainProgress& progress);
+  void report_ddp_logging();
 
   std::shared_ptr<strategy::BaseStrategy> strategy_;
   std::shared_ptr<Dataset> train_data_, val_data_;
@@ -120,6 +126,7 @@ class Runner {
   const strategy::Prepared* parts_ = nullptr;
   std::unique_ptr<Progress> progress_;
   std::optional<snapshot::Snapshots> snapshots_;
+  bool ddp_logging_reported_ = false;
 };
 
 }  // namespace engine::runner

@@ -11,6 +11,8 @@
 
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
+#include "engine/model/comm_hooks/comm_hook.h"
+#include "engine/model/wrappers/ddp_logging.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/model/wrappers/separate_distributed_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
@@ -136,6 +138,83 @@ TEST(Ddp, BucketOrderIsRebuiltFromTheFirstBackwardOnEveryRank) {
   EXPECT_EQ(after[0], after[1]);
   std::set<size_t> first_two{after[0][0][0], after[0][1][0]};
   EXPECT_EQ(first_two, (std::set<size_t>{0, 1})) << "the last layer's gradients arrive first";
+}
+
+TEST(DdpLogging, ReportsTheBucketsBeforeAndAfterTheRebuildAndTheReadyOrder) {
+  std::vector<engine::model::DDPLoggingData> before(2), after(2);
+  std::vector<std::vector<std::vector<size_t>>> buckets(2);
+  harness::run_ranks(2, [&](int rank) {
+    auto model = std::make_shared<UsesFirstRegisteredLast>();
+    DDPOptions options;
+    options.bucket_cap_mb = 1.0 / (1 << 20);  // one parameter per bucket
+    MMDistributedDataParallel ddp(model, options);
+    before[rank] = engine::model::ddp_logging_data(ddp);
+    TensorDict data{{"inputs", torch::full({2, 3}, double(rank + 1), torch::kDouble)}};
+    for (int step = 0; step < 2; ++step)
+      ddp.forward(data, ForwardMode::kLoss).at("loss").backward();
+    after[rank] = engine::model::ddp_logging_data(ddp);
+    buckets[rank] = ddp.reducer().buckets();
+  });
+  // Parameters: 0 last.weight (3), 1 last.bias (1), 2 first.weight (9), 3
+  // first.bias (3), float64; first in reverse order.
+  EXPECT_EQ(before[0].bucket_sizes, (std::vector<int64_t>{24, 72, 8, 24}));
+  EXPECT_FALSE(before[0].has_rebuilt_buckets);
+  EXPECT_EQ(before[0].iteration, 0);
+  EXPECT_EQ(before[0].num_parameter_tensors, 4);
+  EXPECT_EQ(before[0].total_parameter_size_bytes, 128);
+  EXPECT_EQ(before[0].dtypes, (std::vector<std::string>{"Double"}));
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto& data = after[rank];
+    EXPECT_EQ(data.rank, rank);
+    EXPECT_EQ(data.world_size, 2);
+    EXPECT_EQ(data.backend_name, "sim");
+    EXPECT_EQ(data.iteration, 2);
+    EXPECT_TRUE(data.has_rebuilt_buckets);
+    EXPECT_EQ(data.rebuilt_per_bucket_param_indices, buckets[rank]);
+    std::vector<int64_t> sizes;
+    for (const auto& bucket : buckets[rank])
+      sizes.push_back(std::vector<int64_t>{24, 8, 72, 24}[bucket[0]]);
+    EXPECT_EQ(data.rebuilt_bucket_sizes, sizes);
+    // Backward reaches the last layer first.
+    ASSERT_EQ(data.gradient_ready_order.size(), 4u);
+    EXPECT_EQ(
+        std::set<size_t>(data.gradient_ready_order.begin(), data.gradient_ready_order.begin() + 2),
+        (std::set<size_t>{0, 1}));
+    EXPECT_TRUE(data.unused_parameters.empty());
+    // Communication ends after the last gradient, so what overlaps the
+    // backward is part of it.
+    EXPECT_GE(data.avg_backward_comm_time, data.avg_backward_compute_comm_overlap_time);
+    EXPECT_GE(data.avg_backward_compute_comm_overlap_time, 0);
+    EXPECT_GT(data.avg_forward_compute_time, 0);
+    EXPECT_GT(data.avg_backward_compute_time, 0);
+    const auto json = data.to_json();
+    EXPECT_EQ(json.at("rebuilt_per_bucket_param_indices").size(), 4u);
+    EXPECT_EQ(json.at("iteration"), 2);
+    EXPECT_NE(data.summary().find("4 buckets (0.00, 0.00, 0.00, 0.00 MB), rebuilt as 4"),
+              std::string::npos)
+        << data.summary();
+  }
+}
+
+TEST(DdpLogging, NamesTheParametersTheLastBackwardLeftUnused) {
+  const auto spec = mlp({4}, 3);
+  std::vector<engine::model::DDPLoggingData> data(2);
+  harness::run_ranks(2, [&](int rank) {
+    auto net = nets::make_net(spec);
+    DDPOptions options;
+    options.find_unused_parameters = true;
+    options.comm_hook = engine::model::allreduce_hook();
+    MMDistributedDataParallel ddp(net, options);
+    backward(ddp, batch(spec, rank, {true, rank == 1, false}));
+    data[rank] = engine::model::ddp_logging_data(ddp);
+  });
+  // head k: a 2 x 4 weight and a bias of 2, float64.
+  EXPECT_EQ(data[0].unused_parameters,
+            (std::vector<std::string>{"head1.weight", "head1.bias", "head2.weight", "head2.bias"}));
+  EXPECT_EQ(data[0].unused_parameter_size, 2 * (8 + 2) * 8);
+  EXPECT_EQ(data[1].unused_parameters, (std::vector<std::string>{"head2.weight", "head2.bias"}));
+  EXPECT_EQ(data[1].comm_hook, "allreduce");
+  EXPECT_FALSE(data[1].has_rebuilt_buckets) << "find_unused_parameters keeps the first layout";
 }
 
 TEST(Ddp, NoSyncKeepsGradientsLocalAndTheNextSyncedBackwardAveragesTheSums) {

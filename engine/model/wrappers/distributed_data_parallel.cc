@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 
 #include "engine/dist/errors.h"
@@ -86,10 +87,15 @@ MMDistributedDataParallel::~MMDistributedDataParallel() {
 }
 
 TensorDict MMDistributedDataParallel::forward(const TensorDict& data, ForwardMode mode) {
+  const auto started = std::chrono::steady_clock::now();
   const bool training = module().is_training();
   if (training && options_.broadcast_buffers) broadcast_buffers(module(), group_);
   TensorDict outputs = module().forward(data, mode);
   if (training && at::GradMode::is_enabled() && reducer_->grad_sync_enabled()) {
+    ++timed_forwards_;
+    forward_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now() - started)
+                       .count();
     std::vector<at::Tensor> tensors;
     for (const auto& [name, tensor] : outputs) tensors.push_back(tensor);
     reducer_->prepare_for_backward(tensors);

@@ -66,6 +66,12 @@ class MMDistributedDataParallel : public ModelWrapper, public optim::GradSyncSwi
   Reducer& reducer() { return *reducer_; }
   // The parameters the last loss did not reach (detect_anomalous_params).
   const std::vector<std::string>& anomalous_params() const { return anomalous_params_; }
+  const DDPOptions& options() const { return options_; }
+  const dist::GroupPtr& group() const { return group_; }
+  // Training forwards whose backward is synchronised, and their summed time
+  // in nanoseconds (for DDP's logging data).
+  int64_t timed_forwards() const { return timed_forwards_; }
+  int64_t forward_ns() const { return forward_ns_; }
 
  private:
   void detect_anomalous_params(const at::Tensor& loss);
@@ -74,6 +80,8 @@ class MMDistributedDataParallel : public ModelWrapper, public optim::GradSyncSwi
   dist::GroupPtr group_;
   std::unique_ptr<Reducer> reducer_;
   std::vector<std::string> anomalous_params_;
+  int64_t timed_forwards_ = 0;
+  int64_t forward_ns_ = 0;
 };
 
 // The parameters of `module` that require grad, with their names (its

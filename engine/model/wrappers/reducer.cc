@@ -78,6 +78,7 @@ Reducer::Reducer(std::vector<NamedParameter> params, dist::GroupPtr group, Reduc
       world_size_divisor_(at::scalar_tensor(group_->size(), at::kDouble)) {
   check_parameters(params_, group_->my_global_rank());
   build_buckets(reverse_order(params_.size()));
+  for (const auto& bucket : buckets_) stats_.bucket_bytes.push_back(bucket.flat.nbytes());
   register_hooks();
 }
 
@@ -153,6 +154,7 @@ void Reducer::point_grad_at_slot(size_t param) {
 
 void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
   std::lock_guard<std::mutex> lock(mutex_);
+  backward_start_ = Clock::now();
   if (!options_.find_unused_parameters) return;
   std::vector<at::Tensor> tensors;
   for (const auto& param : params_) tensors.push_back(param.tensor);
@@ -169,6 +171,11 @@ bool Reducer::grad_sync_enabled() const {
 void Reducer::set_grad_sync_enabled(bool enabled) {
   std::lock_guard<std::mutex> lock(mutex_);
   sync_enabled_ = enabled;
+}
+
+ReducerStats Reducer::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
 }
 
 std::vector<std::vector<size_t>> Reducer::buckets() const {
@@ -190,6 +197,9 @@ void Reducer::on_grad_ready(size_t param) {
 void Reducer::begin_backward() {
   in_backward_ = true;
   backward_seen_ = true;
+  if (!backward_start_) backward_start_ = Clock::now();
+  comm_start_.reset();
+  compute_end_.reset();
   hook_results_.clear();
   ready_.assign(params_.size(), false);
   arrival_order_.clear();
@@ -240,9 +250,11 @@ void Reducer::launch_complete_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& bucket = buckets_[next_bucket_];
     if (options_.on_bucket_launch) options_.on_bucket_launch(next_bucket_, bucket.params);
+    if (next_bucket_ == 0) comm_start_ = Clock::now();
     works_.push_back(launch(bucket, next_bucket_));
     ++next_bucket_;
   }
+  if (next_bucket_ == buckets_.size() && !compute_end_) compute_end_ = Clock::now();
 }
 
 dist::WorkPtr Reducer::launch(Bucket& bucket, size_t index) {
@@ -310,6 +322,7 @@ void Reducer::finalize_backward() {
   std::vector<bool> globally_used =
       options_.find_unused_parameters ? agree_on_used() : std::vector<bool>(params_.size(), true);
   write_back(globally_used);
+  record_backward(locally_used_);
   locally_used_.assign(params_.size(), false);
   if (awaiting_first_rebuild_) {
     awaiting_first_rebuild_ = false;
@@ -367,6 +380,24 @@ void Reducer::write_back(const std::vector<bool>& globally_used) {
   }
 }
 
+void Reducer::record_backward(const std::vector<bool>& locally_used) {
+  const auto comm_end = Clock::now();
+  auto ns = [](Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  };
+  ++stats_.iterations;
+  stats_.ready_order = arrival_order_;
+  stats_.unused.clear();
+  for (size_t i = 0; i < locally_used.size(); ++i) {
+    if (!locally_used[i]) stats_.unused.push_back(i);
+  }
+  if (backward_start_ && compute_end_)
+    stats_.backward_compute_ns += ns(*compute_end_ - *backward_start_);
+  if (comm_start_) stats_.backward_comm_ns += ns(comm_end - *comm_start_);
+  if (comm_start_ && compute_end_) stats_.overlap_ns += ns(*compute_end_ - *comm_start_);
+  backward_start_.reset();
+}
+
 void Reducer::rebuild_from_arrival_order() {
   if (arrival_order_.size() != params_.size()) return;
   at::Tensor order = at::empty({static_cast<int64_t>(params_.size())}, at::kLong);
@@ -378,6 +409,12 @@ void Reducer::rebuild_from_arrival_order() {
   for (size_t i = 0; i < agreed.size(); ++i) agreed[i] = static_cast<size_t>(values[i]);
   build_buckets(agreed);
   rebuilt_order_ = std::move(agreed);
+  record_rebuilt_sizes();
+}
+
+void Reducer::record_rebuilt_sizes() {
+  stats_.rebuilt_bucket_bytes.clear();
+  for (const auto& bucket : buckets_) stats_.rebuilt_bucket_bytes.push_back(bucket.flat.nbytes());
 }
 
 std::vector<size_t> Reducer::rebuilt_order() const {
@@ -406,6 +443,7 @@ void Reducer::restore_rebuilt_order(const std::vector<size_t>& order) {
   }
   build_buckets(order);
   rebuilt_order_ = order;
+  record_rebuilt_sizes();
   awaiting_first_rebuild_ = false;
 }
 

@@ -2,10 +2,12 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,24 @@ struct ReducerOptions {
   std::function<void(size_t bucket, const std::vector<size_t>& params)> on_bucket_launch;
   // Reduces each bucket in place of the division and all_reduce; null: none.
   CommHookPtr comm_hook;
+};
+
+// What a reducer measured and decided, for DDP's logging data. Times are
+// sums over the synchronised backwards, in nanoseconds of the steady clock.
+struct ReducerStats {
+  int64_t iterations = 0;                     // synchronised backwards finished
+  std::vector<int64_t> bucket_bytes;          // the first layout's buckets
+  std::vector<int64_t> rebuilt_bucket_bytes;  // empty until the rebuild
+  // The last synchronised backward's: parameters in the order their
+  // gradients were ready, and those without a gradient on this rank.
+  std::vector<size_t> ready_order;
+  std::vector<size_t> unused;
+  // From prepare_for_backward (else the first gradient) to the last
+  // gradient; from the first bucket's launch to the end of every
+  // reduction; from the first bucket's launch to the last gradient.
+  int64_t backward_compute_ns = 0;
+  int64_t backward_comm_ns = 0;
+  int64_t overlap_ns = 0;
 };
 
 // PyTorch DDP's reducer: gradients grouped in buckets (reverse parameter
@@ -74,6 +94,7 @@ class Reducer : public optim::GradSyncSwitch {
   // not a permutation of the parameters.
   void restore_rebuilt_order(const std::vector<size_t>& order);
   const std::vector<NamedParameter>& parameters() const { return params_; }
+  ReducerStats stats() const;
   const ReducerOptions& options() const { return options_; }
 
  private:
@@ -98,8 +119,10 @@ class Reducer : public optim::GradSyncSwitch {
   void finalize_backward();
   void handle_never_ready();
   void write_back(const std::vector<bool>& globally_used);
+  void record_backward(const std::vector<bool>& locally_used);
   std::vector<bool> agree_on_used();
   void rebuild_from_arrival_order();
+  void record_rebuilt_sizes();
 
   std::vector<NamedParameter> params_;
   dist::GroupPtr group_;
@@ -121,6 +144,9 @@ class Reducer : public optim::GradSyncSwitch {
   std::vector<size_t> rebuilt_order_;
   bool backward_seen_ = false;
   std::vector<at::Tensor> hook_results_;  // per launched bucket
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> backward_start_, comm_start_, compute_end_;
+  ReducerStats stats_;
   size_t next_bucket_ = 0;
   std::vector<dist::WorkPtr> works_;
 };
