@@ -120,7 +120,23 @@ struct GarbledCall {
 TEST(Faults, AGarblingPeerIsNamedByEveryRankThatReadsItsBytes) {
   const c10::IValue object = c10::ivalue::Tuple::create({1, "two", at::ones({3})});
   const std::vector<GarbledCall> calls = {
-      // Each object collective agrees on the frame size first, then moves frames.
+      // Each object collective agrees on the frame size first (call 1),
+      // then moves frames (call 2).
+      {"garble:1@1",
+       [&](int) { dist::all_gather_object(object); },
+       {0, 1, 2},
+       "the object of rank 1 declares"},
+      {"garble:2@1",
+       [&](int) { dist::gather_object(object, 0); },
+       {0, 1, 2},
+       "the object of rank 2 declares"},
+      {"garble:1@1",
+       [&](int) {
+         std::vector<c10::IValue> list = {object};
+         dist::broadcast_object_list(list, 1);
+       },
+       {0, 1, 2},  // the source too: its garbled length comes back to it
+       "the object list of rank 1 declares"},
       {"garble:1@2",
        [&](int) { dist::all_gather_object(object); },
        {0, 1, 2},

@@ -139,3 +139,38 @@ HARNESS_PROP(BroadcastObjectList, EveryMemberGetsTheSourcesListOthersKeepTheirs,
     for (size_t i = 0; i < expected.size(); ++i) RC_ASSERT(same_object(results[r][i], expected[i]));
   }
 }
+
+// An object whose pickle is over the limit is refused on every rank, naming
+// the rank that declared it, before any frame is sized by it.
+TEST(ObjectLimits, AnObjectOverTheLimitIsMalformedInputOnEveryRankNamingIt) {
+  const int world = harness::max_world_size(3);
+  ASSERT_GE(world, 2);
+  setenv("DIST_ENGINE_MAX_OBJECT_BYTES", "2000", 1);
+  const auto errors = harness::collect_ranks<std::string>(world, [&](int rank) -> std::string {
+    const std::string text(rank == world - 1 ? 5000 : 10, 'x');
+    try {
+      dist::all_gather_object(c10::IValue(text));
+    } catch (const dist::MalformedInput& error) {
+      return error.what();
+    }
+    return "no error";
+  });
+  unsetenv("DIST_ENGINE_MAX_OBJECT_BYTES");
+  for (int rank = 0; rank < world; ++rank) {
+    EXPECT_NE(errors[rank].find("the object of rank " + std::to_string(world - 1) + " declares"),
+              std::string::npos)
+        << errors[rank];
+    EXPECT_NE(errors[rank].find("objects take 0 to 2000 (DIST_ENGINE_MAX_OBJECT_BYTES)"),
+              std::string::npos)
+        << errors[rank];
+  }
+}
+
+TEST(ObjectLimits, ALimitThatIsNotAPositiveIntegerIsRefused) {
+  EXPECT_EQ(dist::max_object_bytes(), int64_t{1} << 32);
+  for (const char* bad : {"0", "-5", "4k", ""}) {
+    setenv("DIST_ENGINE_MAX_OBJECT_BYTES", bad, 1);
+    EXPECT_THROW(dist::max_object_bytes(), dist::InvalidArgument) << bad;
+  }
+  unsetenv("DIST_ENGINE_MAX_OBJECT_BYTES");
+}
