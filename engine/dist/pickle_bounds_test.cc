@@ -30,7 +30,6 @@ std::string proto() { return "\x80\x02"; }
 std::string stop() { return "."; }
 std::string mark() { return "("; }
 std::string none() { return "N"; }
-std::string int4(int32_t value) { return "J" + u32(static_cast<uint32_t>(value)); }
 std::string long1(int64_t value) {
   std::string bytes = "\x8a\x08";
   for (int i = 0; i < 8; ++i) bytes += static_cast<char>(static_cast<uint64_t>(value) >> (8 * i));
