@@ -23,6 +23,7 @@
 
 namespace {
 
+using engine::model::CommHook;
 using engine::model::CommHookPtr;
 using engine::model::DDPOptions;
 using engine::model::ForwardMode;
@@ -106,6 +107,25 @@ at::Tensor bucket_values(int64_t numel, uint64_t seed, at::ScalarType dtype) {
   return at::rand({numel}, generator, at::TensorOptions(dtype)).mul_(2).sub_(1);
 }
 
+// Runs `hook` over the last bucket of a backward holding a copy of `values`,
+// its gradients views of the leading elements shaped as `shapes`; the
+// hook's result.
+at::Tensor run_hook(CommHook& hook, const at::Tensor& values,
+                    const std::vector<std::vector<int64_t>>& shapes) {
+  GradBucket bucket;
+  bucket.is_last = true;
+  bucket.buffer = values.clone();
+  int64_t offset = 0;
+  for (const auto& shape : shapes) {
+    const int64_t numel = c10::multiply_integers(shape);
+    bucket.gradients.push_back(bucket.buffer.narrow(0, offset, numel).view(shape));
+    offset += numel;
+  }
+  auto work = hook.run(bucket, engine::dist::get_default_group());
+  work.work->wait();
+  return work.result.clone();
+}
+
 // Runs `hook` over a bucket holding `values[rank]` (viewed as `shapes`) on
 // every rank; every rank's result.
 std::vector<at::Tensor> reduce_with(const std::function<CommHookPtr()>& make_hook,
@@ -116,20 +136,7 @@ std::vector<at::Tensor> reduce_with(const std::function<CommHookPtr()>& make_hoo
   std::vector<at::Tensor> out(world);
   harness::run_ranks(world, [&](int rank) {
     CommHookPtr hook = make_hook();
-    for (int step = 0; step < steps; ++step) {
-      GradBucket bucket;
-      bucket.is_last = true;
-      bucket.buffer = values[rank].clone();
-      int64_t offset = 0;
-      for (const auto& shape : shapes) {
-        const int64_t numel = c10::multiply_integers(shape);
-        bucket.gradients.push_back(bucket.buffer.narrow(0, offset, numel).view(shape));
-        offset += numel;
-      }
-      auto work = hook->run(bucket, engine::dist::get_default_group());
-      work.work->wait();
-      out[rank] = work.result.clone();
-    }
+    for (int step = 0; step < steps; ++step) out[rank] = run_hook(*hook, values[rank], shapes);
   });
   return out;
 }
@@ -237,20 +244,9 @@ Compressed compress_steps(const std::vector<std::vector<at::Tensor>>& gradients,
     options.min_compression_rate = 1;
     options.use_error_feedback = feedback;
     CommHookPtr hook = engine::model::powersgd_hook(options);
-    auto group = engine::dist::get_default_group();
     for (size_t step = 0; step < steps + 2; ++step) {
-      GradBucket bucket;
-      bucket.is_last = true;
-      bucket.buffer = gradients[rank][step < 2 ? 0 : step - 2].clone();
-      int64_t offset = 0;
-      for (const auto& shape : kShapes) {
-        const int64_t numel = c10::multiply_integers(shape);
-        bucket.gradients.push_back(bucket.buffer.narrow(0, offset, numel).view(shape));
-        offset += numel;
-      }
-      auto work = hook->run(bucket, group);
-      work.work->wait();
-      if (step >= 2) out.results[rank].push_back(work.result.clone());
+      at::Tensor result = run_hook(*hook, gradients[rank][step < 2 ? 0 : step - 2], kShapes);
+      if (step >= 2) out.results[rank].push_back(result);
     }
     if (feedback) out.errors[rank] = hook->state().at("error/0");
   });
@@ -308,16 +304,7 @@ TEST(PowerSgd, StateRoundTripsAndRefusesForeignEntries) {
     options.start_powerSGD_iter = 2;
     CommHookPtr hook = engine::model::powersgd_hook(options);
     CommHookPtr copy = engine::model::powersgd_hook(options);
-    auto group = engine::dist::get_default_group();
-    auto run_once = [&](CommHookPtr& current) {
-      GradBucket bucket;
-      bucket.is_last = true;
-      bucket.buffer = values[0].clone();
-      bucket.gradients.push_back(bucket.buffer.narrow(0, 0, 24).view({4, 6}));
-      auto work = current->run(bucket, group);
-      work.work->wait();
-      return work.result;
-    };
+    auto run_once = [&](CommHookPtr& current) { return run_hook(*current, values[0], {{4, 6}}); };
     for (int step = 0; step < 3; ++step) run_once(hook);
     copy->load_state(hook->state());
     std::vector<at::Tensor> next{run_once(hook), run_once(copy)};

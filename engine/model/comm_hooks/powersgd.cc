@@ -46,21 +46,19 @@ class PowerSGDHook : public CommHook {
  public:
   explicit PowerSGDHook(const PowerSGDOptions& options)
       : options_(options),
+        averaging_(allreduce_hook()),
         generator_(at::make_generator<at::CPUGeneratorImpl>(options.random_seed)) {}
 
   HookWork run(GradBucket& bucket, const dist::GroupPtr& group) override {
     const bool compress = iter_ >= options_.start_powerSGD_iter;
     if (bucket.is_last) ++iter_;
-    if (!compress) {
-      bucket.buffer.div_(group->size());
-      return {dist::all_reduce_async(bucket.buffer, "sum", group), bucket.buffer};
-    }
-    return compress_bucket(bucket, group);
+    return compress ? compress_bucket(bucket, group) : averaging_->run(bucket, group);
   }
 
   std::string describe() const override {
     std::ostringstream out;
-    out << std::boolalpha << "PowerSGD(matrix_approximation_rank=" << options_.matrix_approximation_rank
+    out << std::boolalpha
+        << "PowerSGD(matrix_approximation_rank=" << options_.matrix_approximation_rank
         << ", start_powerSGD_iter=" << options_.start_powerSGD_iter
         << ", min_compression_rate=" << options_.min_compression_rate
         << ", use_error_feedback=" << options_.use_error_feedback
@@ -237,6 +235,7 @@ class PowerSGDHook : public CommHook {
   }
 
   PowerSGDOptions options_;
+  CommHookPtr averaging_;  // the steps before start_powerSGD_iter
   mutable at::Generator generator_;
   int64_t iter_ = 0;
   std::map<size_t, at::Tensor> errors_;
