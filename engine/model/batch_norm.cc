@@ -120,7 +120,10 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
     dist::GroupPtr group = sync_group();
     if (group && group->size() > 1) return forward_synchronised(input, group);
   }
-  if (!running_mean.defined() || running_mean.scalar_type() == input.scalar_type()) {
+  // Parameters and buffers of one dtype take any input (ATen's kernel mixes
+  // a bfloat16 or float16 input, as autocast gives, with float32 ones).
+  if (!running_mean.defined() || running_mean.scalar_type() == input.scalar_type() ||
+      !weight.defined() || weight.scalar_type() == running_mean.scalar_type()) {
     return at::batch_norm(input, weight, bias, running_mean, running_var, batch_stats,
                           options_.momentum, options_.eps, false);
   }
