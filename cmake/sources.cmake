@@ -7,6 +7,7 @@ set(DIST_ENGINE_SOURCES
     engine/checkpoint/sharded/sharded_checkpoint.h
     engine/checkpoint/state_dict.cc
     engine/checkpoint/state_dict.h
+    engine/compat/autocast.h
     engine/compat/autograd.h
     engine/compat/optim.h
     engine/data/default_sampler.cc
@@ -129,6 +130,8 @@ set(DIST_ENGINE_SOURCES
     engine/model/wrappers/wrapper_registry.h
     engine/model/wrappers/zero_data_parallel.cc
     engine/model/wrappers/zero_data_parallel.h
+    engine/optim/amp_optim_wrapper.cc
+    engine/optim/amp_optim_wrapper.h
     engine/optim/builders.cc
     engine/optim/builders.h
     engine/optim/fused_adam.cc
@@ -137,6 +140,8 @@ set(DIST_ENGINE_SOURCES
     engine/optim/grad_norm.h
     engine/optim/grad_sync.cc
     engine/optim/grad_sync.h
+    engine/optim/loss_scaler.cc
+    engine/optim/loss_scaler.h
     engine/optim/optim_wrapper.cc
     engine/optim/optim_wrapper.h
     engine/optim/optimizer_state.cc
@@ -416,6 +421,7 @@ set(DIST_ENGINE_UNIT_TEST_SOURCES
     engine/model/sharding/buffer_pool_test.cc
     engine/model/sharding/shard_layout_test.cc
     engine/model/wrappers/bucket_plan_test.cc
+    engine/optim/amp_optim_wrapper_test.cc
     engine/optim/builders_test.cc
     engine/optim/fused_adam_test.cc
     engine/optim/optimizer_state_test.cc

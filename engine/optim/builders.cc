@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "engine/dist/errors.h"
+#include "engine/optim/amp_optim_wrapper.h"
 #include "engine/optim/fused_adam.h"
 
 namespace engine::optim {
@@ -79,6 +81,49 @@ std::optional<ClipGrad> clip_grad(ConfigReader& config) {
   return out;
 }
 
+// mmengine's loss_scale: "dynamic", a number (a static scale), or
+// GradScaler's keyword arguments. Absent: dynamic for float16, none for
+// bfloat16.
+std::optional<LossScalerOptions> loss_scale(ConfigReader& config, c10::ScalarType dtype) {
+  const auto value = config.value("loss_scale");
+  if (!value) {
+    if (dtype == c10::kBFloat16) return std::nullopt;
+    return LossScalerOptions{};
+  }
+  LossScalerOptions out;
+  if (value->is_string()) {
+    if (value->get<std::string>() != "dynamic")
+      config.fail("key \"loss_scale\" must be \"dynamic\", a number or an object, not \"" +
+                  value->get<std::string>() + "\"");
+    return out;
+  }
+  if (value->is_number()) {
+    out.init_scale = value->get<double>();
+    out.dynamic = false;
+    return out;
+  }
+  if (!value->is_object())
+    config.fail("key \"loss_scale\" must be \"dynamic\", a number or an object, not " +
+                std::string(value->type_name()));
+  ConfigReader scaler(*value, config.section() + ".loss_scale");
+  out.init_scale = scaler.get("init_scale", out.init_scale);
+  out.growth_factor = scaler.get("growth_factor", out.growth_factor);
+  out.backoff_factor = scaler.get("backoff_factor", out.backoff_factor);
+  out.growth_interval = scaler.get("growth_interval", out.growth_interval);
+  const bool enabled = scaler.get("enabled", true);
+  scaler.finish();
+  if (!enabled) return std::nullopt;
+  return out;
+}
+
+c10::ScalarType amp_dtype(ConfigReader& config, const std::vector<at::Tensor>& parameters) {
+  const bool on_cuda = !parameters.empty() && parameters.front().is_cuda();
+  const auto name = config.get<std::string>("dtype", on_cuda ? "float16" : "bfloat16");
+  if (name == "float16" || name == "half") return c10::kHalf;
+  if (name == "bfloat16") return c10::kBFloat16;
+  config.fail("key \"dtype\" must be \"float16\" or \"bfloat16\", not \"" + name + "\"");
+}
+
 }  // namespace
 
 OptimizerRegistry& optimizers() {
@@ -95,17 +140,33 @@ std::shared_ptr<OptimWrapper> build_optim_wrapper(const registry::Json& config,
                                                   std::vector<at::Tensor> parameters) {
   ConfigReader reader(config, "optim_wrapper");
   const auto type = reader.get<std::string>("type", "OptimWrapper");
-  if (type != "OptimWrapper")
-    reader.fail("has the unknown type \"" + type + "\"; known types: OptimWrapper");
+  if (type != "OptimWrapper" && type != "AmpOptimWrapper")
+    reader.fail("has the unknown type \"" + type +
+                "\"; known types: AmpOptimWrapper, OptimWrapper");
   const auto optimizer_config = reader.require<registry::Json>("optimizer");
   OptimWrapperOptions options;
   options.accumulative_counts = reader.get<int64_t>("accumulative_counts", 1);
   if (options.accumulative_counts < 1)
     reader.fail("key \"accumulative_counts\" must be at least 1");
   options.clip_grad = clip_grad(reader);
+  if (type == "OptimWrapper") {
+    reader.finish();
+    return std::make_shared<OptimWrapper>(
+        optimizers().build(optimizer_config, std::move(parameters)), options);
+  }
+  AmpOptions amp;
+  amp.dtype = amp_dtype(reader, parameters);
+  amp.loss_scaler = loss_scale(reader, amp.dtype);
+  // mmengine's flag for FSDP's sharded GradScaler: every scaler here agrees
+  // over the shards.
+  reader.get("use_fsdp", false);
   reader.finish();
-  return std::make_shared<OptimWrapper>(optimizers().build(optimizer_config, std::move(parameters)),
-                                        options);
+  auto optimizer = optimizers().build(optimizer_config, std::move(parameters));
+  try {
+    return std::make_shared<AmpOptimWrapper>(std::move(optimizer), options, amp);
+  } catch (const dist::InvalidArgument& error) {
+    reader.fail(error.what());
+  }
 }
 
 }  // namespace engine::optim

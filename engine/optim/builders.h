@@ -23,6 +23,12 @@ OptimizerRegistry& optimizers();
 // {"type": "OptimWrapper", "optimizer": {...}, "accumulative_counts": 1,
 //  "clip_grad": {"type": "norm", "max_norm": 1, "norm_type": 2} or
 //               {"type": "value", "clip_value": 1}}
+// or {"type": "AmpOptimWrapper", the same keys, "dtype": "float16" or
+//  "bfloat16" (default: float16 for CUDA parameters, bfloat16 for CPU ones),
+//  "loss_scale": "dynamic", a number (static), or {"init_scale",
+//  "growth_factor", "backoff_factor", "growth_interval", "enabled"}
+//  (default: dynamic for float16, none for bfloat16), "use_fsdp" (accepted;
+//  every scaler agrees over shards)}: amp_optim_wrapper.h.
 std::shared_ptr<OptimWrapper> build_optim_wrapper(const registry::Json& config,
                                                   std::vector<at::Tensor> parameters);
 

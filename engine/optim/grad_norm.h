@@ -20,6 +20,9 @@ class GradNormSource {
   // their gradients, counted once across the ranks, of |g|^norm_type; the
   // largest |g| for an infinite norm_type.
   virtual double global_power_sum(const std::vector<at::Tensor>& params, double norm_type) = 0;
+  // Collective like global_power_sum: true on every rank of the source when
+  // any rank's share of these parameters' gradients holds an inf or a NaN.
+  virtual bool any_non_finite(const std::vector<at::Tensor>& params) = 0;
 };
 
 // Attach and detach are keyed by the parameter's TensorImpl, which set_data
@@ -27,6 +30,25 @@ class GradNormSource {
 void attach_grad_norm_source(const at::Tensor& param, GradNormSource* source);
 void detach_grad_norm_source(const at::Tensor& param);
 GradNormSource* grad_norm_source_of(const at::Tensor& param);
+
+// `params` split by where their gradients live: those of each source, in
+// the order the sources first appear, and the gradients of the others
+// (this rank's own, or replicated).
+struct GradsBySource {
+  std::vector<GradNormSource*> sources;
+  std::vector<std::vector<at::Tensor>> owned;  // parameters, one list per source
+  std::vector<at::Tensor> local_grads;
+};
+GradsBySource group_by_source(const std::vector<at::Tensor>& params);
+
+// Whether any gradient of `params` holds an inf or a NaN on any rank that
+// shares it: the local gradients on this rank, each source's over its
+// ranks. Collective where a source holds some of them; every rank of those
+// sources passes its own parameters, in the same order.
+bool any_non_finite_gradient(const std::vector<at::Tensor>& params);
+
+// Whether any of `grads` holds an inf or a NaN, on this rank alone.
+bool local_non_finite(const std::vector<at::Tensor>& grads);
 
 // sum |g|^p over `grads` (max |g| for an infinite p), on this rank alone.
 double local_power_sum(const std::vector<at::Tensor>& grads, double norm_type);

@@ -74,8 +74,10 @@ void OptimWrapper::step() {
     }
   }
   for (StepHook* hook : hooks) hook->before_step();
-  if (options_.clip_grad) clip_gradients();
-  optimizer_->step();
+  if (prepare_step()) {
+    if (options_.clip_grad) clip_gradients();
+    optimizer_->step();
+  }
   for (StepHook* hook : hooks) hook->after_step();
 }
 
@@ -105,17 +107,22 @@ bool OptimWrapper::should_sync() const {
   return next % options_.accumulative_counts == 0 || next == max_counts_;
 }
 
-NoSyncScope OptimWrapper::optim_context(GradSyncSwitch* model) const {
-  return NoSyncScope(should_sync() ? nullptr : model);
+OptimContext OptimWrapper::optim_context(GradSyncSwitch* model) const {
+  return OptimContext(should_sync() ? nullptr : model);
 }
 
-void OptimWrapper::clip_gradients() {
+std::vector<at::Tensor> OptimWrapper::parameters_with_grad() const {
   std::vector<at::Tensor> with_grad;
   for (const auto& group : optimizer_->param_groups()) {
     for (const auto& param : group.params()) {
       if (param.requires_grad() && param.grad().defined()) with_grad.push_back(param);
     }
   }
+  return with_grad;
+}
+
+void OptimWrapper::clip_gradients() {
+  const std::vector<at::Tensor> with_grad = parameters_with_grad();
   if (with_grad.empty()) return;
   const ClipGrad& clip = *options_.clip_grad;
   if (clip.kind == ClipGrad::Kind::kNorm) {
@@ -131,24 +138,8 @@ void OptimWrapper::clip_gradients() {
 // and the parameters outside any source count as replicated: once.
 double OptimWrapper::clip_by_global_norm(const std::vector<at::Tensor>& params,
                                          const ClipGrad& clip) {
-  std::vector<GradNormSource*> sources;
-  std::vector<std::vector<at::Tensor>> owned;
-  std::vector<at::Tensor> local_grads;
-  for (const auto& param : params) {
-    GradNormSource* source = grad_norm_source_of(param);
-    if (source == nullptr) {
-      local_grads.push_back(param.grad());
-      continue;
-    }
-    auto it = std::find(sources.begin(), sources.end(), source);
-    if (it == sources.end()) {
-      sources.push_back(source);
-      owned.emplace_back();
-      it = sources.end() - 1;
-    }
-    owned[it - sources.begin()].push_back(param);
-  }
-  if (sources.empty()) {
+  const GradsBySource by_source = group_by_source(params);
+  if (by_source.sources.empty()) {
     // LibTorch's inf norm takes the max of each gradient, which an empty
     // one has not; empty gradients count for nothing in any norm.
     std::vector<at::Tensor> nonempty;
@@ -158,9 +149,9 @@ double OptimWrapper::clip_by_global_norm(const std::vector<at::Tensor>& params,
     return torch::nn::utils::clip_grad_norm_(nonempty, clip.max_norm, clip.norm_type);
   }
   const bool infinite = std::isinf(clip.norm_type);
-  double total = local_power_sum(local_grads, clip.norm_type);
-  for (size_t i = 0; i < sources.size(); ++i) {
-    const double share = sources[i]->global_power_sum(owned[i], clip.norm_type);
+  double total = local_power_sum(by_source.local_grads, clip.norm_type);
+  for (size_t i = 0; i < by_source.sources.size(); ++i) {
+    const double share = by_source.sources[i]->global_power_sum(by_source.owned[i], clip.norm_type);
     total = infinite ? std::max(total, share) : total + share;
   }
   const double norm = infinite ? total : std::pow(total, 1.0 / clip.norm_type);
@@ -174,5 +165,11 @@ void OptimWrapper::save(torch::serialize::OutputArchive& archive) const {
 }
 
 void OptimWrapper::load(torch::serialize::InputArchive& archive) { optimizer_->load(archive); }
+
+c10::impl::GenericDict OptimWrapper::state() const {
+  return c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+}
+
+void OptimWrapper::load_state(const c10::impl::GenericDict&) {}
 
 }  // namespace engine::optim

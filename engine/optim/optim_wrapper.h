@@ -1,12 +1,16 @@
 #pragma once
 
+#include <ATen/core/Dict.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "engine/compat/autocast.h"
 #include "engine/optim/grad_sync.h"
 
 namespace torch::optim {
@@ -36,6 +40,22 @@ struct OptimWrapperOptions {
   std::optional<ClipGrad> clip_grad;
 };
 
+// What optim_context opens around a forward and backward: the model's
+// no_sync inside an accumulation group, and autocast where the wrapper
+// computes in lower precision. Closes both when it ends.
+class OptimContext {
+ public:
+  explicit OptimContext(GradSyncSwitch* no_sync_target) : no_sync_(no_sync_target) {}
+  OptimContext(GradSyncSwitch* no_sync_target, c10::DeviceType device, c10::ScalarType dtype)
+      : no_sync_(no_sync_target) {
+    autocast_.emplace(device, /*enabled=*/true, dtype);
+  }
+
+ private:
+  NoSyncScope no_sync_;
+  std::optional<compat::AutocastScope> autocast_;
+};
+
 // mmengine's OptimWrapper around a LibTorch optimizer: update_params(loss) is
 // backward, then every accumulative_counts calls step and zero_grad. The
 // intermediate backwards run inside optim_context's no-sync scope.
@@ -52,9 +72,10 @@ class OptimWrapper {
   void update_params(const at::Tensor& loss);
   // The loss divided by the size of the current accumulation group.
   at::Tensor scale_loss(const at::Tensor& loss) const;
-  void backward(const at::Tensor& loss);
+  virtual void backward(const at::Tensor& loss);
   // Clips (if configured) and steps the optimizer, between the step hooks
-  // attached to its parameters (engine/optim/step_hook.h).
+  // attached to its parameters (engine/optim/step_hook.h), unless
+  // prepare_step says the step must be skipped.
   void step();
   void zero_grad();
 
@@ -65,7 +86,7 @@ class OptimWrapper {
   bool should_sync() const;
   // A scope for forward and backward: disables `model`'s gradient sync unless
   // should_sync(). `model` may be nullptr (nothing to switch).
-  NoSyncScope optim_context(GradSyncSwitch* model) const;
+  virtual OptimContext optim_context(GradSyncSwitch* model) const;
 
   int64_t inner_count() const { return inner_count_; }
   // The total gradient norm the last clipping by norm measured (before
@@ -77,6 +98,22 @@ class OptimWrapper {
   // The optimizer's state (mmengine's state_dict is the optimizer's).
   void save(torch::serialize::OutputArchive& archive) const;
   void load(torch::serialize::InputArchive& archive);
+
+  // What the wrapper itself keeps across a resume, beside the optimizer's
+  // state (AmpOptimWrapper: its loss scaler), by name; empty here.
+  virtual c10::impl::GenericDict state() const;
+  // Takes back what state() gave, ignoring what it does not keep (a run
+  // may resume without the wrapper that saved). InvalidArgument saying what
+  // is wrong if an entry it keeps is not of the form state() gives.
+  virtual void load_state(const c10::impl::GenericDict& saved);
+
+ protected:
+  // Between the step hooks' before_step and clipping, with the gradients
+  // the optimizer will see: false skips clipping and the optimizer step
+  // (the after_step hooks still run). Collective where it communicates:
+  // every rank calls it at every step.
+  virtual bool prepare_step() { return true; }
+  std::vector<at::Tensor> parameters_with_grad() const;
 
  private:
   void clip_gradients();

@@ -120,6 +120,8 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
   if (!gradients.empty()) training.insert("pending_gradients", gradients);
   const Dict wrapper = wrapper_state();
   if (!wrapper.empty()) training.insert("wrapper", wrapper);
+  const Dict optim_wrapper = parts.optim_wrapper->state();
+  if (!optim_wrapper.empty()) training.insert("optim_wrapper", optim_wrapper);
   training.insert("extra", extra.copy());
   write_checkpoint(path, training);
 }
@@ -176,6 +178,19 @@ optim::OptimizerState BaseStrategy::optimizer_entry(const Dict& content, const s
   }
 }
 
+void BaseStrategy::restore_optim_wrapper_state(const c10::IValue& saved, const std::string& path) {
+  const std::string entry = "checkpoint " + path + ": its \"optim_wrapper\" entry";
+  if (!saved.isGenericDict()) {
+    throw checkpoint::CheckpointError(dist::on_rank(dist::get_rank(), entry + " is not a dict"));
+  }
+  try {
+    prepared().optim_wrapper->load_state(saved.toGenericDict());
+  } catch (const dist::InvalidArgument& error) {
+    // The wrapper's error already names the rank.
+    throw checkpoint::CheckpointError(entry + " cannot be restored: " + error.what());
+  }
+}
+
 Dict BaseStrategy::read_checkpoint(const std::string& path, const LoadOptions& options,
                                    bool with_optimizer) {
   const Dict content = read_single_file(path);
@@ -207,6 +222,8 @@ Resumed BaseStrategy::resume(const std::string& path, const LoadOptions& options
   }
   if (content.contains("wrapper"))
     restore_wrapper_state(content.at("wrapper").toGenericDict(), path);
+  if (content.contains("optim_wrapper"))
+    restore_optim_wrapper_state(content.at("optim_wrapper"), path);
   const Dict meta = checkpoint_entry(content, "meta", path).toGenericDict();
   Resumed out{
       {checkpoint_entry(meta, "iter", path).toInt(), checkpoint_entry(meta, "epoch", path).toInt()},

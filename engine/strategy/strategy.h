@@ -102,8 +102,10 @@ class BaseStrategy {
   // The model without its wrapper.
   model::BaseModel& module();
 
-  // Collective. Rank 0 writes the model (unwrapped), optimizer, scheduler,
-  // progress, every rank's RNG states and `extra` (not modified) atomically;
+  // Collective. Rank 0 writes the model (unwrapped), optimizer, the
+  // optimizer wrapper's own state (AmpOptimWrapper's loss scaler, under
+  // "optim_wrapper"), scheduler, progress, every rank's RNG states and
+  // `extra` (not modified) atomically;
   // the others wait for it and get the same CheckpointError if it fails.
   // (FSDPStrategy writes a sharded checkpoint instead: see its header.)
   void save_checkpoint(const std::string& path, const TrainProgress& progress,
@@ -151,6 +153,9 @@ class BaseStrategy {
   virtual c10::impl::GenericDict wrapper_state();
   // Puts back this rank's share of what wrapper_state() saved.
   virtual void restore_wrapper_state(const c10::impl::GenericDict& saved, const std::string& path);
+  // OptimWrapper::load_state of the "optim_wrapper" entry; a CheckpointError
+  // naming `path` when it is not what state() wrote.
+  void restore_optim_wrapper_state(const c10::IValue& saved, const std::string& path);
 
   // One file written by rank 0: `training` with "state_dict" and
   // "optimizer" (optim::to_state_dict's layout), computed on rank 0 only.

@@ -8,6 +8,7 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/tensor.h>
 
+#include <cmath>
 #include <vector>
 
 #include "engine/checkpoint/state_dict.h"
@@ -96,6 +97,10 @@ rc::Gen<Case> resume_case(int world_size, const std::string& strategy) {
                      {"use_error_feedback", *rc::gen::arbitrary<bool>()},
                      {"warm_start", *rc::gen::arbitrary<bool>()}};
     }
+    if (*rc::gen::arbitrary<bool>()) {
+      c.loss_scale = {{"init_scale", std::ldexp(1.0, *rc::gen::inRange(118, 128))},
+                      {"growth_interval", *rc::gen::inRange(1, 4)}};
+    }
     c.stop_at = *rc::gen::inRange<int64_t>(1, c.max_iters);
     c.milestone = *rc::gen::inRange<int64_t>(1, c.max_iters + 1);
     return c;
@@ -149,8 +154,13 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
   options.snapshot_file_system = &commits;
   options.resume_from = std::move(resume_from);
   options.quiet = true;
-  const Json optim = {{"optimizer", {{"type", "SGD"}, {"lr", 0.1}, {"momentum", 0.9}}},
-                      {"accumulative_counts", c.accumulate}};
+  Json optim = {{"optimizer", {{"type", "SGD"}, {"lr", 0.1}, {"momentum", 0.9}}},
+                {"accumulative_counts", c.accumulate}};
+  if (!c.loss_scale.is_null()) {
+    optim["type"] = "AmpOptimWrapper";
+    optim["dtype"] = "bfloat16";
+    optim["loss_scale"] = c.loss_scale;
+  }
   const Json scheduler = {{"type", "MultiStepLR"}, {"milestones", {c.milestone}}, {"gamma", 0.5}};
   engine::runner::Runner runner(strategy, model, optim, scheduler, train_data, train_data,
                                 examples::accuracy, options);

@@ -32,6 +32,9 @@ struct Case {
   // DDPStrategy's communication hook, as its model_wrapper's "comm_hook"
   // (null: none).
   engine::registry::Json comm_hook;
+  // AmpOptimWrapper's "loss_scale" (bfloat16 autocast); null: a plain
+  // OptimWrapper.
+  engine::registry::Json loss_scale;
   // Also seed, draw from and check LibTorch's default CPU generator: only
   // where every rank has a process of its own (simulated ranks share it).
   bool process_generator = false;
@@ -40,7 +43,10 @@ struct Case {
 // Cases for `world_size` ranks: 3-15 iterations, a stop anywhere before the
 // end (inside an accumulation group too), accumulation 1-2, the milestone
 // anywhere; under DDPStrategy, half of them with PowerSGD (rank 1-2, from
-// iteration 2-4, with and without error feedback and warm start).
+// iteration 2-4, with and without error feedback and warm start); half of
+// them with AmpOptimWrapper in bfloat16, scaling dynamically from a scale
+// near float32's limit (2^118-2^127, growing after 1-3 steps), so that
+// steps overflow, skip and back off by where the scale has moved.
 rc::Gen<Case> resume_case(int world_size, const std::string& strategy = "DDPStrategy");
 
 // Every run's batch size per rank, and the seed every rank's sampler shares.

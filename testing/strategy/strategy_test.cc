@@ -399,15 +399,17 @@ std::vector<OptimizerEntry> optimizer_entries() {
            "optimizer_groups"}};
 }
 
-// Resuming, on each of 2 ranks, from a checkpoint whose optimizer state was
-// replaced by `optimizer`: the error of each rank.
-std::vector<std::string> resume_errors(const OptimizerEntry& entry, const c10::IValue& optimizer) {
+// Resuming, on each of 2 ranks, from a checkpoint whose optimizer state (or
+// another entry beside it) was replaced by `optimizer`: the error of each
+// rank.
+std::vector<std::string> resume_errors(const OptimizerEntry& entry, const c10::IValue& optimizer,
+                                       const Json& optim = kOptim) {
   const std::string path = temp_path("optimizer_" + entry.key + ".pth");
   Json config = entry.config;
   config["seed_process_generator"] = false;
   return harness::collect_ranks<std::string>(2, [&](int rank) {
     auto strategy = strategies().build(config);
-    strategy->prepare(small_model(1), kOptim);
+    strategy->prepare(small_model(1), optim);
     strategy->save_checkpoint(path, {1, 0});
     if (rank == 0) {
       const std::string file = entry.file.empty() ? path : path + "/" + entry.file;
@@ -418,7 +420,7 @@ std::vector<std::string> resume_errors(const OptimizerEntry& entry, const c10::I
     }
     engine::dist::barrier();
     auto fresh = strategies().build(config);
-    fresh->prepare(small_model(2), kOptim);
+    fresh->prepare(small_model(2), optim);
     try {
       fresh->resume(path);
     } catch (const engine::checkpoint::CheckpointError& error) {
@@ -448,6 +450,30 @@ TEST(StrategyTest, AnOptimizerStateOfAnotherLayoutIsACheckpointErrorSayingWhat) 
       EXPECT_NE(error.find("'s \"" + entry.key +
                            "\" entry is not an optimizer state_dict: it has no \"param_groups\""),
                 std::string::npos)
+          << entry.config << ": " << error;
+    }
+  }
+}
+
+TEST(StrategyTest, AnAmpScalerStateThatIsNotOneIsACheckpointErrorSayingWhat) {
+  const Json amp = {{"type", "AmpOptimWrapper"},
+                    {"loss_scale", "dynamic"},
+                    {"optimizer", {{"type", "SGD"}, {"lr", 0.1}}}};
+  auto scaler = engine::optim::empty_value_dict();
+  scaler.insert("scale", -1.0);
+  scaler.insert("_growth_tracker", int64_t{0});
+  auto negative = engine::optim::empty_value_dict();
+  negative.insert("loss_scaler", scaler);
+  for (OptimizerEntry entry : optimizer_entries()) {
+    entry.key = "optim_wrapper";
+    for (const std::string& error : resume_errors(entry, 3, amp)) {
+      EXPECT_NE(error.find("\"optim_wrapper\" entry is not a dict"), std::string::npos)
+          << entry.config << ": " << error;
+    }
+    for (const std::string& error : resume_errors(entry, negative, amp)) {
+      EXPECT_NE(error.find("\"optim_wrapper\" entry cannot be restored: [rank "), std::string::npos)
+          << error;
+      EXPECT_NE(error.find("a saved scale must be finite and positive"), std::string::npos)
           << entry.config << ": " << error;
     }
   }

@@ -405,14 +405,14 @@ void FlatUnit::restore_pending_grads(PendingGrads grads) {
   restore_shard_grads();
 }
 
-double FlatUnit::local_power_sum(const std::vector<at::Tensor>& params, double norm_type) const {
+std::vector<at::Tensor> FlatUnit::grads_of(const std::vector<at::Tensor>& params) const {
   std::vector<at::Tensor> grads;
   for (const auto& param : params_) {
     const bool asked = std::any_of(params.begin(), params.end(),
                                    [&](const at::Tensor& p) { return p.is_same(param.tensor); });
     if (asked) grads.push_back(param.tensor.grad());
   }
-  return optim::local_power_sum(grads, norm_type);
+  return grads;
 }
 
 }  // namespace engine::model::sharding

@@ -180,9 +180,9 @@ class FlatUnit {
   PendingGrads pending_grads() const;
   void restore_pending_grads(PendingGrads grads);
 
-  // sum |g|^p over this rank's sharded gradients of `params` (members of
-  // this unit; others are ignored); max |g| for an infinite p.
-  double local_power_sum(const std::vector<at::Tensor>& params, double norm_type) const;
+  // This rank's (sharded) gradients of those of `params` that are members
+  // of this unit, in the unit's order; others are ignored.
+  std::vector<at::Tensor> grads_of(const std::vector<at::Tensor>& params) const;
 
  private:
   void allocate_full(size_t param);

@@ -611,7 +611,7 @@ double MMFullyShardedDataParallel::global_power_sum(const std::vector<at::Tensor
   double sharded = 0, replicated = 0;
   for (const auto& unit : units_) {
     double& total = unit->sharded() ? sharded : replicated;
-    total = combine(total, unit->local_power_sum(params, norm_type));
+    total = combine(total, optim::local_power_sum(unit->grads_of(params), norm_type));
   }
   // Shards are disjoint inside a shard group and repeat across replicas:
   // summed over the shard group only. Whole tensors count once.
@@ -621,6 +621,18 @@ double MMFullyShardedDataParallel::global_power_sum(const std::vector<at::Tensor
     sharded = total.item<double>();
   }
   return combine(sharded, replicated);
+}
+
+bool MMFullyShardedDataParallel::any_non_finite(const std::vector<at::Tensor>& params) {
+  bool found = false;
+  for (const auto& unit : units_) found = found || optim::local_non_finite(unit->grads_of(params));
+  // Replicas hold the same values: the shard group decides for every rank.
+  if (sharded_norm_group_ && sharded_norm_group_->size() > 1) {
+    at::Tensor flag = at::scalar_tensor(found ? 1 : 0, at::kInt);
+    dist::all_reduce_anywhere(flag, "max", sharded_norm_group_);
+    found = flag.item<int>() > 0;
+  }
+  return found;
 }
 
 std::map<std::string, at::Tensor> MMFullyShardedDataParallel::full_parameters() {

@@ -191,6 +191,7 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   at::Tensor call(const torch::nn::Module& module,
                   const std::function<at::Tensor()>& body) override;
   double global_power_sum(const std::vector<at::Tensor>& params, double norm_type) override;
+  bool any_non_finite(const std::vector<at::Tensor>& params) override;
   // Where units keep whole parameters (MMZeroDataParallel): the optimizer
   // steps this rank's shards, which are then all-gathered.
   void before_step() override;
