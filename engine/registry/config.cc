@@ -128,6 +128,14 @@ std::optional<Json> ConfigReader::value(const std::string& key) {
 
 std::optional<Json> ConfigReader::object(const std::string& key) { return get_optional<Json>(key); }
 
+Json ConfigReader::rest() {
+  Json out = Json::object();
+  for (const auto& item : config_.items()) {
+    if (accepted_.insert(item.key()).second) out[item.key()] = item.value();
+  }
+  return out;
+}
+
 void ConfigReader::finish() const {
   std::set<std::string> unknown;
   for (const auto& item : config_.items()) {

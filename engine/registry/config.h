@@ -56,6 +56,9 @@ class ConfigReader {
   std::optional<Json> value(const std::string& key);
   // A nested object (type-checked), or nullopt when absent.
   std::optional<Json> object(const std::string& key);
+  // The keys not read so far, as an object, all of them now counted read
+  // (for a config that hands its other keys on to another builder).
+  Json rest();
   // Throws ConfigError naming every key that was never read.
   void finish() const;
   const std::string& section() const { return section_; }
