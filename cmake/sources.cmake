@@ -150,6 +150,8 @@ set(DIST_ENGINE_SOURCES
     engine/optim/param_scheduler.h
     engine/optim/step_hook.cc
     engine/optim/step_hook.h
+    engine/optim/zero_redundancy_optimizer.cc
+    engine/optim/zero_redundancy_optimizer.h
     engine/registry/attachments.h
     engine/registry/config.cc
     engine/registry/config.h

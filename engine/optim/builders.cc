@@ -10,6 +10,7 @@
 #include "engine/dist/errors.h"
 #include "engine/optim/amp_optim_wrapper.h"
 #include "engine/optim/fused_adam.h"
+#include "engine/optim/zero_redundancy_optimizer.h"
 
 namespace engine::optim {
 namespace {
@@ -41,6 +42,33 @@ std::shared_ptr<torch::optim::Optimizer> build_adam(ConfigReader& config,
   }
 }
 
+// mmengine's {"type": "ZeroRedundancyOptimizer", "optimizer_type": "SGD",
+// ...the wrapped optimizer's keys}; PyTorch's parameters_as_bucket_view is
+// accepted (either value: the parameters travel one by one), and its
+// overlap_with_ddp refused.
+std::shared_ptr<torch::optim::Optimizer> build_zero_redundancy(ConfigReader& config,
+                                                               std::vector<at::Tensor> parameters) {
+  const auto type = config.require<std::string>("optimizer_type");
+  if (type == "ZeroRedundancyOptimizer") config.fail("cannot wrap itself");
+  config.get("parameters_as_bucket_view", false);
+  if (config.get("overlap_with_ddp", false)) {
+    config.fail("key \"overlap_with_ddp\" is not supported: the step runs after backward");
+  }
+  registry::Json local = config.rest();
+  local["type"] = type;
+  config.finish();
+  auto make_local = [&](std::vector<at::Tensor> share) {
+    return optimizers().build(local, std::move(share));
+  };
+  try {
+    return std::make_shared<ZeroRedundancyOptimizer>(std::move(parameters), make_local);
+  } catch (const registry::ConfigError&) {
+    throw;
+  } catch (const dist::InvalidArgument& error) {
+    config.fail(error.what());
+  }
+}
+
 void add_builtin_optimizers(OptimizerRegistry& registry) {
   registry.add("SGD", [](ConfigReader& config, std::vector<at::Tensor> parameters) {
     torch::optim::SGDOptions options(config.require<double>("lr"));
@@ -52,6 +80,7 @@ void add_builtin_optimizers(OptimizerRegistry& registry) {
   });
   registry.add("Adam", build_adam<torch::optim::Adam, FusedAdam, torch::optim::AdamOptions>);
   registry.add("AdamW", build_adam<torch::optim::AdamW, FusedAdamW, torch::optim::AdamWOptions>);
+  registry.add("ZeroRedundancyOptimizer", build_zero_redundancy);
 }
 
 void add_builtin_schedulers(SchedulerRegistry& registry) {

@@ -17,7 +17,8 @@ using OptimizerRegistry =
 // LibTorch's SGD (lr, momentum, dampening, weight_decay, nesterov), Adam and
 // AdamW (lr, betas, eps, weight_decay, amsgrad, and fused: PyTorch's
 // fused=True, fused_adam.h; a ConfigError where this LibTorch lacks the
-// kernel for the parameters' device).
+// kernel for the parameters' device), and ZeroRedundancyOptimizer
+// (optimizer_type and that optimizer's keys: zero_redundancy_optimizer.h).
 OptimizerRegistry& optimizers();
 
 // {"type": "OptimWrapper", "optimizer": {...}, "accumulative_counts": 1,

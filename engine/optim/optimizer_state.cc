@@ -13,6 +13,7 @@
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
 #include "engine/dist/pickle.h"
+#include "engine/optim/zero_redundancy_optimizer.h"
 
 namespace engine::optim {
 namespace {
@@ -196,6 +197,9 @@ struct StateDictReader {
 ValueDict empty_value_dict() { return ValueDict(c10::StringType::get(), c10::AnyType::get()); }
 
 OptimizerState optimizer_state(const torch::optim::Optimizer& optimizer) {
+  if (const auto* zero = dynamic_cast<const ZeroRedundancyOptimizer*>(&optimizer)) {
+    return zero->state();
+  }
   std::lock_guard<std::mutex> lock(archive_mutex());
   OutputArchive written;
   optimizer.save(written);
@@ -206,6 +210,8 @@ OptimizerState optimizer_state(const torch::optim::Optimizer& optimizer) {
 
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerState& state) {
   check_fits(optimizer, state);
+  if (auto* zero = dynamic_cast<ZeroRedundancyOptimizer*>(&optimizer))
+    return zero->load_state(state);
   std::lock_guard<std::mutex> lock(archive_mutex());
   OutputArchive written;
   build(written, state);

@@ -16,7 +16,9 @@ class Optimizer;
 // optimizer holds its parameters, so that it can be reshaped (sharded,
 // gathered) and put back into an optimizer of the same type. Works for any
 // optimizer whose save()/load() use LibTorch's own archive layout (SGD,
-// Adam, AdamW, Adagrad, RMSprop).
+// Adam, AdamW, Adagrad, RMSprop), and for ZeroRedundancyOptimizer, whose
+// state is the wrapped optimizer's over every rank's share (consolidated
+// first: zero_redundancy_optimizer.h).
 namespace engine::optim {
 
 using ValueDict = c10::impl::GenericDict;  // Dict<str, Any>

@@ -8,6 +8,7 @@
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
 #include "engine/optim/optimizer_state.h"
+#include "engine/optim/zero_redundancy_optimizer.h"
 #include "engine/strategy/strategy.h"
 
 namespace engine::strategy {
@@ -123,6 +124,7 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
   const Dict optim_wrapper = parts.optim_wrapper->state();
   if (!optim_wrapper.empty()) training.insert("optim_wrapper", optim_wrapper);
   training.insert("extra", extra.copy());
+  optim::consolidate_if_sharded(parts.optim_wrapper->optimizer());
   write_checkpoint(path, training);
 }
 

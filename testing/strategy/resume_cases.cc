@@ -97,6 +97,7 @@ rc::Gen<Case> resume_case(int world_size, const std::string& strategy) {
                      {"use_error_feedback", *rc::gen::arbitrary<bool>()},
                      {"warm_start", *rc::gen::arbitrary<bool>()}};
     }
+    if (strategy == "DDPStrategy") c.zero_redundancy = *rc::gen::arbitrary<bool>();
     if (*rc::gen::arbitrary<bool>()) {
       c.loss_scale = {{"init_scale", std::ldexp(1.0, *rc::gen::inRange(118, 128))},
                       {"growth_interval", *rc::gen::inRange(1, 4)}};
@@ -154,8 +155,12 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
   options.snapshot_file_system = &commits;
   options.resume_from = std::move(resume_from);
   options.quiet = true;
-  Json optim = {{"optimizer", {{"type", "SGD"}, {"lr", 0.1}, {"momentum", 0.9}}},
-                {"accumulative_counts", c.accumulate}};
+  Json optimizer = {{"type", "SGD"}, {"lr", 0.1}, {"momentum", 0.9}};
+  if (c.zero_redundancy) {
+    optimizer["optimizer_type"] = "SGD";
+    optimizer["type"] = "ZeroRedundancyOptimizer";
+  }
+  Json optim = {{"optimizer", optimizer}, {"accumulative_counts", c.accumulate}};
   if (!c.loss_scale.is_null()) {
     optim["type"] = "AmpOptimWrapper";
     optim["dtype"] = "bfloat16";

@@ -35,6 +35,8 @@ struct Case {
   // AmpOptimWrapper's "loss_scale" (bfloat16 autocast); null: a plain
   // OptimWrapper.
   engine::registry::Json loss_scale;
+  // DDPStrategy's SGD inside a ZeroRedundancyOptimizer.
+  bool zero_redundancy = false;
   // Also seed, draw from and check LibTorch's default CPU generator: only
   // where every rank has a process of its own (simulated ranks share it).
   bool process_generator = false;
@@ -43,7 +45,8 @@ struct Case {
 // Cases for `world_size` ranks: 3-15 iterations, a stop anywhere before the
 // end (inside an accumulation group too), accumulation 1-2, the milestone
 // anywhere; under DDPStrategy, half of them with PowerSGD (rank 1-2, from
-// iteration 2-4, with and without error feedback and warm start); half of
+// iteration 2-4, with and without error feedback and warm start) and,
+// independently, half with ZeroRedundancyOptimizer; half of
 // them with AmpOptimWrapper in bfloat16, scaling dynamically from a scale
 // near float32's limit (2^118-2^127, growing after 1-3 steps), so that
 // steps overflow, skip and back off by where the scale has moved.

@@ -94,7 +94,8 @@ HARNESS_PROP(ResumeProperty, ARunCrashedAndResumedAnyNumberOfTimesEndsBitIdentic
                       c.max_iters};
   const std::vector<Crash> plan = crash_plan(saving);
   RC_TAG(c.strategy, c.zero_stage, c.world_size, plan.size(), saving.snapshot > 0,
-         c.comm_hook.is_null() ? "no hook" : "PowerSGD", c.loss_scale.is_null() ? "fp32" : "amp");
+         c.comm_hook.is_null() ? "no hook" : "PowerSGD", c.loss_scale.is_null() ? "fp32" : "amp",
+         c.zero_redundancy ? "zero-1" : "");
   const auto straight_dir = work_dir("straight");
   const auto stopped_dir = work_dir("stopped");
   const resume_cases::Snapshotting snapshots{saving.snapshot, work_dir("snapshots")};
