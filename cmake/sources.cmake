@@ -99,6 +99,7 @@ set(DIST_ENGINE_SOURCES
     engine/model/init/deferred.h
     engine/model/init/init_functions.cc
     engine/model/init/init_functions.h
+    engine/model/named_parameter.cc
     engine/model/named_parameter.h
     engine/model/sharding/buffer_pool.cc
     engine/model/sharding/buffer_pool.h

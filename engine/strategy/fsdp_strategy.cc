@@ -154,6 +154,20 @@ checkpoint::StateDict FSDPStrategy::buffers() {
   return out;
 }
 
+std::map<std::string, std::string> FSDPStrategy::tied_names() {
+  std::unordered_map<const c10::TensorImpl*, std::string> sharded_as;
+  for (const auto& unit : wrapper().units()) {
+    for (const auto& param : unit->parameters())
+      sharded_as.emplace(param.tensor.unsafeGetTensorImpl(), param.name);
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& item : module().named_parameters()) {
+    const auto found = sharded_as.find(item.value().unsafeGetTensorImpl());
+    if (found != sharded_as.end() && found->second != item.key()) out[item.key()] = found->second;
+  }
+  return out;
+}
+
 void FSDPStrategy::load_buffers(const checkpoint::StateDict& buffers, const std::string& path) {
   checkpoint::load_state_dict(module(), buffers, /*strict=*/false, path);
 }
@@ -200,6 +214,7 @@ void FSDPStrategy::write_checkpoint(const std::string& path, Dict training) {
         [&] {
           checkpoint::StateDict state = buffers();
           for (const auto& item : full.params) state[item.first] = item.second;
+          for (const auto& [alias, name] : tied_names()) state[alias] = full.params.at(name);
           return state;
         },
         [&] { return optim::to_state_dict(positional(full.optimizer, optimizer)); });
@@ -253,7 +268,9 @@ Dict FSDPStrategy::read_full_file(const std::string& path, const LoadOptions& op
   checkpoint::StateDict saved_buffers;
   std::set<std::string> params;
   for (const auto& shard : state.shards) params.insert(shard.name);
+  const auto tied = tied_names();
   for (const auto& item : saved) {
+    if (tied.count(item.first)) continue;  // loaded under the name its shards go by
     if (params.count(item.first)) {
       full.params[item.first] = item.second;
     } else {

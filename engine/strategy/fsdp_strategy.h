@@ -64,6 +64,10 @@ class FSDPStrategy : public BaseStrategy {
   // This rank's shards, with `optimizer`'s values by parameter name if given.
   checkpoint::ShardedState sharded_state(const optim::OptimizerState* optimizer = nullptr);
   checkpoint::StateDict buffers();
+  // The other names of tied parameters, each with the name its shards go
+  // by: a full checkpoint lists the whole tensor under both, as PyTorch's
+  // state_dict does, and loads it once.
+  std::map<std::string, std::string> tied_names();
   void load_buffers(const checkpoint::StateDict& buffers, const std::string& path);
   // `by_name` put in the optimizer's order, with `groups`' group options.
   optim::OptimizerState positional(const std::map<std::string, optim::ValueDict>& by_name,

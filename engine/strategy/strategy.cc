@@ -5,6 +5,7 @@
 
 #include "engine/dist/dist.h"
 #include "engine/model/batch_norm.h"
+#include "engine/model/named_parameter.h"
 #include "engine/model/wrappers/model_wrapper.h"
 #include "engine/model/wrappers/wrapper_registry.h"
 #include "engine/optim/builders.h"
@@ -61,7 +62,8 @@ const Prepared& BaseStrategy::prepare_with(std::shared_ptr<model::BaseModel> mod
   setup_env();
   Prepared out;
   out.model = wrap_model(std::move(model));
-  out.optim_wrapper = optim::build_optim_wrapper(optim_wrapper, out.model->parameters());
+  out.optim_wrapper =
+      optim::build_optim_wrapper(optim_wrapper, model::unique_parameters(*out.model));
   if (param_scheduler) out.param_scheduler = param_scheduler(out.optim_wrapper->optimizer());
   prepared_ = std::move(out);
   return *prepared_;

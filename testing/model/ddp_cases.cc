@@ -12,6 +12,7 @@
 
 #include "engine/dist/info.h"
 #include "engine/model/batch_norm.h"
+#include "engine/model/named_parameter.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
 #include "testing/cases.h"
@@ -170,7 +171,7 @@ void set_starting_state(nets::TestNet& net, const nets::TestNet& initial, int se
 namespace {
 
 std::shared_ptr<torch::optim::Optimizer> sgd(torch::nn::Module& module) {
-  return std::make_shared<torch::optim::SGD>(module.parameters(),
+  return std::make_shared<torch::optim::SGD>(engine::model::unique_parameters(module),
                                              torch::optim::SGDOptions(0.1).momentum(0.5));
 }
 

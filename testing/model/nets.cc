@@ -8,6 +8,7 @@
 #include <torch/utils.h>
 
 #include "engine/model/batch_norm.h"
+#include "engine/model/named_parameter.h"
 #include "engine/model/unit_call.h"
 
 namespace nets {
@@ -25,6 +26,7 @@ rc::Gen<NetSpec> net_spec() {
     spec.batch_norm = *rc::gen::arbitrary<bool>();
     spec.odd_parameters = *rc::gen::arbitrary<bool>();
     spec.nested = *rc::gen::arbitrary<bool>();
+    spec.tied = *rc::gen::arbitrary<bool>();
     return spec;
   });
 }
@@ -37,8 +39,23 @@ std::string describe(const NetSpec& spec) {
          " outputs=" + std::to_string(spec.outputs) +
          " batch_norm=" + std::to_string(spec.batch_norm) +
          " odd_parameters=" + std::to_string(spec.odd_parameters) +
-         " nested=" + std::to_string(spec.nested);
+         " nested=" + std::to_string(spec.nested) + " tied=" + std::to_string(spec.tied);
 }
+
+namespace {
+
+// A Linear whose weight is another module's tensor (a module type of its
+// own: wrap policies by type name see "TiedLinear").
+class TiedLinear : public torch::nn::LinearImpl {
+ public:
+  TiedLinear(int64_t in, int64_t out) : torch::nn::LinearImpl(in, out) {}
+  void tie_weight(const at::Tensor& shared) {
+    weight = shared;
+    parameters_["weight"] = shared;
+  }
+};
+
+}  // namespace
 
 TestNet::TestNet(const NetSpec& spec) : spec_(spec) {
   int64_t width = spec.inputs;
@@ -64,8 +81,14 @@ TestNet::TestNet(const NetSpec& spec) : spec_(spec) {
         ->register_buffer("forwards", torch::zeros({}));
   }
   for (int64_t h = 0; h < spec.heads; ++h) {
-    layers_.push_back(
-        register_module("head" + std::to_string(h), torch::nn::Linear(width, spec.outputs).ptr()));
+    const std::string name = "head" + std::to_string(h);
+    if (!spec.tied || h == 0) {
+      layers_.push_back(register_module(name, torch::nn::Linear(width, spec.outputs).ptr()));
+      continue;
+    }
+    auto head = std::make_shared<TiedLinear>(width, spec.outputs);
+    head->tie_weight(layers_[layers_.size() - h]->as<torch::nn::Linear>()->weight);
+    layers_.push_back(register_module(name, head));
   }
   if (spec.odd_parameters) {
     register_parameter("scale", torch::full({}, 1.5));
@@ -146,7 +169,7 @@ void copy_state(torch::nn::Module& from, torch::nn::Module& to) {
 void scramble_state(torch::nn::Module& module, uint64_t seed) {
   torch::NoGradGuard no_grad;
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  for (auto& param : module.parameters()) param.normal_(0, 1, generator);
+  for (auto& param : engine::model::unique_parameters(module)) param.normal_(0, 1, generator);
   for (auto& item : module.named_buffers()) {
     at::Tensor& buffer = item.value();
     if (!at::isFloatingType(buffer.scalar_type())) {

@@ -33,6 +33,9 @@ struct NetSpec {
   // a module with a buffer and no parameter: "forwards", counting the
   // training forwards (alike on every rank and in one process).
   bool nested = false;
+  // With two heads or more, every head's weight is head 0's: one parameter
+  // registered in several modules, as tied embeddings are.
+  bool tied = false;
 };
 
 rc::Gen<NetSpec> net_spec();

@@ -16,6 +16,7 @@
 #include "engine/dist/info.h"
 #include "engine/model/batch_norm.h"
 #include "engine/model/init/deferred.h"
+#include "engine/model/named_parameter.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/zero_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
@@ -179,10 +180,10 @@ namespace {
 std::shared_ptr<torch::optim::Optimizer> optimizer_for(const ShardingCase& c,
                                                        torch::nn::Module& module) {
   if (c.adam) {
-    return std::make_shared<torch::optim::Adam>(module.parameters(),
+    return std::make_shared<torch::optim::Adam>(engine::model::unique_parameters(module),
                                                 torch::optim::AdamOptions(0.01));
   }
-  return std::make_shared<torch::optim::SGD>(module.parameters(),
+  return std::make_shared<torch::optim::SGD>(engine::model::unique_parameters(module),
                                              torch::optim::SGDOptions(0.1).momentum(0.5));
 }
 
@@ -329,9 +330,9 @@ void mixed_precision_step(nets::TestNet& net, nets::TestNet& compute,
   }
   auto params = net.named_parameters();
   at::Tensor surrogate = at::zeros({}, at::kDouble);
-  for (const auto& item : compute.named_parameters()) {
-    const at::Tensor& grad = item.value().grad();
-    if (grad.defined()) surrogate = surrogate + (params[item.key()] * grad.to(at::kDouble)).sum();
+  for (const auto& item : engine::model::unique_named_parameters(compute)) {
+    const at::Tensor& grad = item.tensor.grad();
+    if (grad.defined()) surrogate = surrogate + (params[item.name] * grad.to(at::kDouble)).sum();
   }
   optim.update_params(surrogate);
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/dist/errors.h"
+#include "engine/model/named_parameter.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/optim/builders.h"
@@ -62,9 +63,9 @@ HARNESS_PROP(ZeroRedundancyOptimizer, EveryRankEndsAsTheWrappedOptimizerAloneWou
       auto ddp = std::make_shared<engine::model::MMDistributedDataParallel>(net);
       std::shared_ptr<Optimizer> optimizer =
           sharded ? std::make_shared<ZeroRedundancyOptimizer>(
-                        ddp->parameters(),
+                        engine::model::unique_parameters(*ddp),
                         [&](std::vector<at::Tensor> share) { return wrapped(adam, share); })
-                  : wrapped(adam, ddp->parameters());
+                  : wrapped(adam, engine::model::unique_parameters(*ddp));
       engine::optim::OptimWrapper optim(optimizer);
       for (int step = 0; step < steps; ++step) {
         ddp->train_step(nets::make_batch(spec, 2, 100 * step + rank, every_head), optim);

@@ -8,6 +8,7 @@
 
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
+#include "engine/model/named_parameter.h"
 #include "engine/model/wrappers/parameter_sync.h"
 #include "engine/optim/optim_wrapper.h"
 
@@ -42,8 +43,8 @@ dist::GroupPtr wrapper_group(const dist::GroupPtr& requested, const std::string&
 
 std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module, bool recurse) {
   std::vector<NamedParameter> params;
-  for (const auto& item : module.named_parameters(recurse)) {
-    if (item.value().requires_grad()) params.push_back({item.key(), item.value()});
+  for (auto& param : unique_named_parameters(module, recurse)) {
+    if (param.tensor.requires_grad()) params.push_back(std::move(param));
   }
   return params;
 }

@@ -22,6 +22,7 @@
 #include "engine/dist/helpers.h"
 #include "engine/dist/info.h"
 #include "engine/model/init/deferred.h"
+#include "engine/model/named_parameter.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
 #include "engine/model/wrappers/parameter_sync.h"
 #include "engine/model/wrappers/reducer.h"
@@ -68,9 +69,7 @@ std::vector<torch::nn::Module*> owners_of(torch::nn::Module& root,
 }
 
 std::vector<NamedParameter> all_parameters(torch::nn::Module& module) {
-  std::vector<NamedParameter> params;
-  for (const auto& item : module.named_parameters()) params.push_back({item.key(), item.value()});
-  return params;
+  return unique_named_parameters(module);
 }
 
 // Shard groups of `shard_size` consecutive ranks and replica groups of the
@@ -637,9 +636,17 @@ bool MMFullyShardedDataParallel::any_non_finite(const std::vector<at::Tensor>& p
 
 std::map<std::string, at::Tensor> MMFullyShardedDataParallel::full_parameters() {
   std::map<std::string, at::Tensor> values;
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> by_tensor;
   for (auto& unit : units_) {
     std::vector<at::Tensor> full = unit->full_values();
-    for (size_t i = 0; i < full.size(); ++i) values[unit->parameters()[i].name] = full[i];
+    for (size_t i = 0; i < full.size(); ++i) {
+      values[unit->parameters()[i].name] = full[i];
+      by_tensor[unit->parameters()[i].tensor.unsafeGetTensorImpl()] = full[i];
+    }
+  }
+  for (const auto& item : module().named_parameters()) {
+    const auto found = by_tensor.find(item.value().unsafeGetTensorImpl());
+    if (found != by_tensor.end()) values.emplace(item.key(), found->second);
   }
   return values;
 }

@@ -199,7 +199,8 @@ class MMFullyShardedDataParallel : public ModelWrapper,
 
   // Collective over the group: every parameter whole, by its name in the
   // module, gathered one unit at a time (detached copies; the units are
-  // left as they were).
+  // left as they were). A tied parameter is listed under each of its names,
+  // as PyTorch's state_dict lists it.
   std::map<std::string, at::Tensor> full_parameters();
   // The buffer `name` of the module as a checkpoint holds it: in the dtype
   // it had before buffer_dtype cast it (`value` itself where none did).

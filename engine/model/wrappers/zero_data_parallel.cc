@@ -6,6 +6,7 @@
 
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
+#include "engine/model/named_parameter.h"
 #include "engine/model/wrappers/bucket_plan.h"
 
 namespace engine::model {
@@ -41,10 +42,10 @@ FSDPOptions base_options(const ZeroOptions& options) {
 std::vector<sharding::UnitPlan> bucket_units(torch::nn::Module& module, int64_t bucket_size) {
   std::vector<NamedParameter> params;
   std::vector<BucketInput> inputs;
-  for (const auto& item : module.named_parameters()) {
-    params.push_back({item.key(), item.value()});
-    inputs.push_back({item.value().numel(), std::string(item.value().dtype().name()) + " " +
-                                                item.value().device().str()});
+  for (auto& param : unique_named_parameters(module)) {
+    inputs.push_back({param.tensor.numel(), std::string(param.tensor.dtype().name()) + " " +
+                                                param.tensor.device().str()});
+    params.push_back(std::move(param));
   }
   auto buckets = plan_buckets(inputs, reverse_order(params.size()), bucket_size, bucket_size);
   std::vector<sharding::UnitPlan> units;
