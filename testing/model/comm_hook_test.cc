@@ -30,7 +30,9 @@ using engine::model::ForwardMode;
 using engine::model::GradBucket;
 using engine::model::MMDistributedDataParallel;
 using engine::model::PowerSGDOptions;
-using Snapshots = std::vector<std::map<std::string, at::Tensor>>;
+// Parameters after each step, every step's in the order of their names (a
+// form that travels between processes: harness::collect_ranks).
+using Snapshots = std::vector<at::Tensor>;
 
 nets::NetSpec two_headed_mlp() {
   nets::NetSpec spec;
@@ -45,8 +47,8 @@ nets::NetSpec two_headed_mlp() {
 std::vector<Snapshots> train(const nets::NetSpec& spec, nets::TestNet& initial, int world,
                              DDPOptions options,
                              const std::function<CommHookPtr()>& make_hook = nullptr) {
-  std::vector<Snapshots> out(world);
-  harness::run_ranks(world, [&](int rank) {
+  return harness::collect_ranks<Snapshots>(world, [&](int rank) {
+    Snapshots out;
     auto net = nets::make_net(spec);
     nets::copy_state(initial, *net);
     DDPOptions mine = options;
@@ -63,20 +65,26 @@ std::vector<Snapshots> train(const nets::NetSpec& spec, nets::TestNet& initial, 
         if (param.grad().defined()) param.sub_(param.grad() * 0.1);
         param.mutable_grad() = at::Tensor();
       }
-      out[rank].push_back(nets::snapshot(*net));
+      for (const auto& [name, value] : nets::snapshot(*net)) out.push_back(value);
     }
+    return out;
   });
-  return out;
 }
 
 void expect_bit_identical(const Snapshots& expected, const Snapshots& got, const std::string& who) {
   ASSERT_EQ(expected.size(), got.size());
-  for (size_t step = 0; step < expected.size(); ++step) {
-    for (const auto& [name, value] : expected[step]) {
-      EXPECT_TRUE(torch::equal(got[step].at(name), value))
-          << who << ": " << name << " after step " << step;
-    }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(torch::equal(got[i], expected[i])) << who << ": value " << i << " of the steps";
   }
+}
+
+// The parameters after the last of three steps, by name.
+std::map<std::string, at::Tensor> last_step(const Snapshots& steps, nets::TestNet& net) {
+  const auto names = nets::snapshot(net);
+  std::map<std::string, at::Tensor> out;
+  size_t i = steps.size() - names.size();
+  for (const auto& [name, value] : names) out[name] = steps[i++];
+  return out;
 }
 
 class AllreduceHook : public testing::TestWithParam<std::tuple<bool, bool>> {};
@@ -88,14 +96,15 @@ TEST_P(AllreduceHook, IsBitForBitTheReducerWithoutAHook) {
   options.gradient_as_bucket_view = std::get<0>(GetParam());
   options.find_unused_parameters = std::get<1>(GetParam());
   options.bucket_cap_mb = 100.0 / (1 << 20);  // several buckets
-  const auto plain = train(spec, *initial, 3, options);
-  const auto hooked = train(spec, *initial, 3, options, engine::model::allreduce_hook);
-  for (int rank = 0; rank < 3; ++rank) {
+  const int world = harness::max_world_size(3);
+  const auto plain = train(spec, *initial, world, options);
+  const auto hooked = train(spec, *initial, world, options, engine::model::allreduce_hook);
+  for (int rank = 0; rank < world; ++rank) {
     expect_bit_identical(plain[rank], hooked[rank], "rank " + std::to_string(rank));
   }
   // The run trained: the hook did not just leave the parameters alone.
-  EXPECT_FALSE(
-      torch::equal(plain[0][2].at("trunk0.weight"), initial->named_parameters()["trunk0.weight"]));
+  EXPECT_FALSE(torch::equal(last_step(plain[0], *initial).at("trunk0.weight"),
+                            initial->named_parameters()["trunk0.weight"]));
 }
 
 INSTANTIATE_TEST_SUITE_P(BucketViewAndUnusedParameters, AllreduceHook,
@@ -132,13 +141,12 @@ std::vector<at::Tensor> reduce_with(const std::function<CommHookPtr()>& make_hoo
                                     const std::vector<at::Tensor>& values,
                                     const std::vector<std::vector<int64_t>>& shapes,
                                     int steps = 1) {
-  const int world = static_cast<int>(values.size());
-  std::vector<at::Tensor> out(world);
-  harness::run_ranks(world, [&](int rank) {
+  return harness::collect_ranks<at::Tensor>(static_cast<int>(values.size()), [&](int rank) {
     CommHookPtr hook = make_hook();
-    for (int step = 0; step < steps; ++step) out[rank] = run_hook(*hook, values[rank], shapes);
+    at::Tensor out;
+    for (int step = 0; step < steps; ++step) out = run_hook(*hook, values[rank], shapes);
+    return out;
   });
-  return out;
 }
 
 at::Tensor mean_of(const std::vector<at::Tensor>& values) {
@@ -166,7 +174,7 @@ class CompressionHook : public testing::TestWithParam<Compression> {};
 // once per addition of the sum (partial sums of means stay within the
 // largest magnitude, 1): at most (world + 1) roundings of size 1.
 TEST_P(CompressionHook, StaysWithinItsPrecisionAndIsTheSameOnEveryRank) {
-  const int world = 3;
+  const int world = harness::max_world_size(3);
   std::vector<at::Tensor> values;
   for (int rank = 0; rank < world; ++rank)
     values.push_back(bucket_values(1000, 7 + rank, at::kFloat));
@@ -190,12 +198,14 @@ TEST(CompressionHook, TrainsDdpToTheSameParametersOnEveryRank) {
   const auto initial = nets::make_net(spec);
   DDPOptions options;
   options.bucket_cap_mb = 100.0 / (1 << 20);
-  const auto plain = train(spec, *initial, 3, options);
-  const auto compressed = train(spec, *initial, 3, options, engine::model::bf16_compress_hook);
-  for (int rank = 1; rank < 3; ++rank)
+  const int world = harness::max_world_size(3);
+  const auto plain = train(spec, *initial, world, options);
+  const auto compressed = train(spec, *initial, world, options, engine::model::bf16_compress_hook);
+  for (int rank = 1; rank < world; ++rank)
     expect_bit_identical(compressed[0], compressed[rank], "rank " + std::to_string(rank));
-  for (const auto& [name, value] : plain[0][2]) {
-    EXPECT_TRUE(torch::allclose(compressed[0][2].at(name), value, 0, 1e-2)) << name;
+  const auto compressed_last = last_step(compressed[0], *initial);
+  for (const auto& [name, value] : last_step(plain[0], *initial)) {
+    EXPECT_TRUE(torch::allclose(compressed_last.at(name), value, 0, 1e-2)) << name;
   }
 }
 
@@ -205,7 +215,7 @@ const std::vector<std::vector<int64_t>> kShapes{{4, 6}, {6, 4}, {5}, {2, 3, 2}, 
 constexpr int64_t kShapesNumel = 24 + 24 + 5 + 12 + 1 + 0;
 
 TEST(PowerSgd, AtFullRankEqualsPlainAveraging) {
-  const int world = 3;
+  const int world = harness::max_world_size(3);
   std::vector<at::Tensor> values;
   for (int rank = 0; rank < world; ++rank)
     values.push_back(bucket_values(kShapesNumel, 40 + rank, at::kDouble));
@@ -237,8 +247,9 @@ struct Compressed {
 Compressed compress_steps(const std::vector<std::vector<at::Tensor>>& gradients, bool feedback) {
   const int world = static_cast<int>(gradients.size());
   const size_t steps = gradients[0].size();
-  Compressed out{std::vector<std::vector<at::Tensor>>(world), std::vector<at::Tensor>(world)};
-  harness::run_ranks(world, [&](int rank) {
+  // Per rank: its result at each step, then its error (empty without).
+  const auto seen = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
+    std::vector<at::Tensor> out;
     PowerSGDOptions options;
     options.start_powerSGD_iter = 2;
     options.min_compression_rate = 1;
@@ -246,10 +257,16 @@ Compressed compress_steps(const std::vector<std::vector<at::Tensor>>& gradients,
     CommHookPtr hook = engine::model::powersgd_hook(options);
     for (size_t step = 0; step < steps + 2; ++step) {
       at::Tensor result = run_hook(*hook, gradients[rank][step < 2 ? 0 : step - 2], kShapes);
-      if (step >= 2) out.results[rank].push_back(result);
+      if (step >= 2) out.push_back(result);
     }
-    if (feedback) out.errors[rank] = hook->state().at("error/0");
+    out.push_back(feedback ? hook->state().at("error/0") : at::zeros({0}, at::kDouble));
+    return out;
   });
+  Compressed out;
+  for (const auto& rank : seen) {
+    out.results.emplace_back(rank.begin(), rank.end() - 1);
+    out.errors.push_back(rank.back());
+  }
   return out;
 }
 
@@ -317,15 +334,15 @@ TEST(PowerSgd, StateRoundTripsAndRefusesForeignEntries) {
 
 TEST(CommHookRegistration, RanksThatRegisterDifferentHooksAllFailNamingBoth) {
   const auto spec = two_headed_mlp();
-  std::vector<std::string> errors(2);
-  harness::run_ranks(2, [&](int rank) {
+  const auto errors = harness::collect_ranks<std::string>(2, [&](int rank) {
     MMDistributedDataParallel ddp(nets::make_net(spec), {});
     try {
       ddp.register_comm_hook(rank == 0 ? engine::model::allreduce_hook()
                                        : engine::model::fp16_compress_hook());
     } catch (const engine::dist::InvalidArgument& error) {
-      errors[rank] = error.what();
+      return std::string(error.what());
     }
+    return std::string("no error");
   });
   for (const auto& error : errors) {
     EXPECT_NE(error.find("allreduce on its first rank, fp16_compress on its rank 1"),
