@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -365,6 +366,53 @@ TEST(FsdpCheckpointTest, DamagedShardedCheckpointsAreRefusedOnEveryRank) {
   save_two_ranks(dir);
   harness::once_for_all_processes([&] { std::filesystem::remove(dir + "/COMPLETE"); });
   expect_every_rank_says(resume_errors(dir, 2), "has no COMPLETE marker");
+}
+
+// index.ckpt rewritten (with a valid envelope) by `damage`; every rank's
+// error on resuming from it.
+std::vector<std::string> errors_with_index(
+    const std::string& dir, const std::function<void(c10::impl::GenericDict&)>& damage) {
+  save_two_ranks(dir);
+  harness::once_for_all_processes([&] {
+    const std::string index = dir + "/index.ckpt";
+    auto content = engine::checkpoint::load_file(index).toGenericDict();
+    damage(content);
+    engine::checkpoint::save_file(index, content);
+  });
+  return resume_errors(dir, 2);
+}
+
+// Content that passes the file's checks but is not what a save writes: a
+// typed error on every rank that says so, never a crash (a chunk count of 0
+// divided by zero).
+TEST(FsdpCheckpointTest, AnIndexOfAnotherLayoutIsRefusedOnEveryRank) {
+  const std::string dir = fresh_dir("index");
+  auto first_tensor = [](c10::impl::GenericDict& index) {
+    return (*index.at("tensors").toGenericDict().begin()).value().toGenericDict();
+  };
+  for (int64_t shards : {int64_t{0}, int64_t{-3}, int64_t{1} << 40}) {
+    expect_every_rank_says(errors_with_index(dir,
+                                             [&](c10::impl::GenericDict& index) {
+                                               first_tensor(index).insert_or_assign("shards",
+                                                                                    shards);
+                                             }),
+                           "chunks, but 2 ranks saved it");
+  }
+  const std::string layout = "is not of the layout save_checkpoint writes";
+  expect_every_rank_says(
+      errors_with_index(dir, [](c10::impl::GenericDict& index) { index.erase("world_size"); }),
+      layout);
+  expect_every_rank_says(errors_with_index(dir,
+                                           [](c10::impl::GenericDict& index) {
+                                             index.insert_or_assign("tensors", int64_t{3});
+                                           }),
+                         layout);
+  expect_every_rank_says(errors_with_index(dir,
+                                           [&](c10::impl::GenericDict& index) {
+                                             first_tensor(index).insert_or_assign(
+                                                 "sizes", std::string("four"));
+                                           }),
+                         layout);
 }
 
 // Inside an accumulation group every rank's gradients so far are part of the

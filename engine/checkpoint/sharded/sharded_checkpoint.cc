@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <stdexcept>
 
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
@@ -191,9 +192,10 @@ Dict read_index(const std::string& dir) {
   return index;
 }
 
-// The layout `shard` was saved with; CheckpointError if absent or reshaped.
+// The layout `shard` was saved with, by `saved_world` ranks; CheckpointError
+// if reshaped, or split into another number of chunks than ranks saved it.
 std::optional<ShardLayout> saved_layout(const Dict& tensors, const LocalShard& shard,
-                                        const std::string& dir) {
+                                        int64_t saved_world, const std::string& dir) {
   if (!tensors.contains(shard.name)) return std::nullopt;
   const Dict entry = tensors.at(shard.name).toGenericDict();
   // Checkpoint files hold untagged lists (dist::pickle_untagged): of Any.
@@ -204,7 +206,13 @@ std::optional<ShardLayout> saved_layout(const Dict& tensors, const LocalShard& s
                      c10::str(at::IntArrayRef(sizes)) + ", the model's is " +
                      c10::str(at::IntArrayRef(shard.layout.full_sizes)));
   }
-  return model::sharding::shard_layout(sizes, static_cast<int>(entry.at("shards").toInt()));
+  const int64_t shards = entry.at("shards").toInt();
+  if (shards < 1 || shards > saved_world) {
+    throw error_here("sharded checkpoint " + dir + " says " + shard.name + " is split into " +
+                     std::to_string(shards) + " chunks, but " + std::to_string(saved_world) +
+                     " ranks saved it; resume from another checkpoint");
+  }
+  return model::sharding::shard_layout(sizes, static_cast<int>(shards));
 }
 
 // The optimizer state of `shard` from the saved chunks, padded as the shard.
@@ -225,6 +233,33 @@ std::optional<optim::ValueDict> load_state(SavedFiles& files, const LocalShard& 
     values.insert(key, padded);
   }
   return values;
+}
+
+// load_sharded without the translation of c10's errors.
+Dict read_sharded(const std::string& dir, ShardedState& mine) {
+  const Dict index = read_index(dir);
+  const int64_t saved_world = index.at("world_size").toInt();
+  const Dict tensors = index.at("tensors").toGenericDict();
+  SavedFiles files(dir, index.at("save_id").toStringRef());
+  std::string missing;
+  std::map<std::string, optim::ValueDict> optimizer;
+  for (LocalShard& shard : mine.shards) {
+    const auto saved = saved_layout(tensors, shard, saved_world, dir);
+    if (!saved) {
+      missing += " " + shard.name;
+      continue;
+    }
+    fill_rows(
+        shard.data, shard.chunk * shard.layout.chunk_rows, shard.layout.valid_rows(shard.chunk),
+        *saved, [&](int k) { return files.piece(k, "pieces", shard.name); }, shard.name);
+    if (auto state = load_state(files, shard, *saved))
+      optimizer.insert_or_assign(shard.name, *state);
+  }
+  if (!missing.empty()) {
+    throw error_here("sharded checkpoint " + dir + " lacks the parameters" + missing);
+  }
+  mine.optimizer = std::move(optimizer);
+  return index.at("common").toGenericDict();
 }
 
 }  // namespace
@@ -257,28 +292,20 @@ bool is_finished_sharded_checkpoint(const std::string& dir) {
 }
 
 Dict load_sharded(const std::string& dir, ShardedState& mine) {
-  const Dict index = read_index(dir);
-  const Dict tensors = index.at("tensors").toGenericDict();
-  SavedFiles files(dir, index.at("save_id").toStringRef());
-  std::string missing;
-  std::map<std::string, optim::ValueDict> optimizer;
-  for (LocalShard& shard : mine.shards) {
-    const auto saved = saved_layout(tensors, shard, dir);
-    if (!saved) {
-      missing += " " + shard.name;
-      continue;
-    }
-    fill_rows(
-        shard.data, shard.chunk * shard.layout.chunk_rows, shard.layout.valid_rows(shard.chunk),
-        *saved, [&](int k) { return files.piece(k, "pieces", shard.name); }, shard.name);
-    if (auto state = load_state(files, shard, *saved))
-      optimizer.insert_or_assign(shard.name, *state);
+  // A file that passed its checks but whose content is not what
+  // save_sharded writes: an entry missing (Dict::at) or of another type.
+  const auto malformed = [&](const std::string& detail) {
+    return error_here("sharded checkpoint " + dir +
+                      " is not of the layout save_checkpoint writes (" + detail +
+                      "); resume from another checkpoint");
+  };
+  try {
+    return read_sharded(dir, mine);
+  } catch (const c10::Error& error) {
+    throw malformed(error.what_without_backtrace());
+  } catch (const std::out_of_range& error) {
+    throw malformed(error.what());
   }
-  if (!missing.empty()) {
-    throw error_here("sharded checkpoint " + dir + " lacks the parameters" + missing);
-  }
-  mine.optimizer = std::move(optimizer);
-  return index.at("common").toGenericDict();
 }
 
 FullState gather_full(const ShardedState& mine) {
