@@ -136,7 +136,7 @@ TEST(FlightRecordJson, RejectsAForeignFileNamingIt) {
 // unchecked, which is undefined behaviour.
 TEST(FlightRecordJson, RefusesNumbersThatAreNotIntegers) {
   const std::string json = to_json(record(3, {call("broadcast", 5, kFailed, 100, 250)}));
-  for (const std::string& number : {"1.7e24", "99999999999999999999", "2.5"}) {
+  for (const char* number : {"1.7e24", "99999999999999999999", "2.5"}) {
     std::string bad = json;
     const size_t value = bad.find("\"bytes\": ") + 9;
     bad.replace(value, bad.find(',', value) - value, number);
