@@ -1,6 +1,5 @@
 #include "engine/optim/amp_optim_wrapper.h"
 
-#include <ATen/ops/full.h>
 #include <torch/optim/optimizer.h>
 
 #include <string>
