@@ -210,6 +210,9 @@ def train(inputs_folder, out_folder):
             results.update(train_one(wrapper, optimizer_name, inputs))
     if dist.get_rank() == 0:
         write_folder(out_folder, results)
+    # Every rank done before any tears down: a rank that left while rank 0
+    # still wrote was seen to abort in PyTorch 2.14's gloo teardown.
+    dist.barrier()
     dist.destroy_process_group()
 
 
