@@ -2,6 +2,7 @@
 
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace engine::model {
@@ -22,6 +23,25 @@ std::vector<at::Tensor> unique_parameters(const torch::nn::Module& module, bool 
   for (auto& param : unique_named_parameters(module, recurse))
     out.push_back(std::move(param.tensor));
   return out;
+}
+
+std::string short_type_name(const torch::nn::Module& module) {
+  std::string name = module.name();
+  const auto colon = name.rfind("::");
+  if (colon != std::string::npos) name = name.substr(colon + 2);
+  const std::string suffix = "Impl";
+  if (name.size() > suffix.size() &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    name.resize(name.size() - suffix.size());
+  }
+  return name;
+}
+
+bool type_listed(const torch::nn::Module& module, const std::vector<std::string>& type_names) {
+  const std::string type = short_type_name(module);
+  return std::any_of(type_names.begin(), type_names.end(), [&](const std::string& name) {
+    return name == type || name == module.name();
+  });
 }
 
 }  // namespace engine::model

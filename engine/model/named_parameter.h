@@ -28,4 +28,10 @@ std::vector<NamedParameter> unique_named_parameters(const torch::nn::Module& mod
                                                     bool recurse = true);
 std::vector<at::Tensor> unique_parameters(const torch::nn::Module& module, bool recurse = true);
 
+// A module's type name without namespace or LibTorch's "Impl" suffix, as
+// policies name modules by type: "torch::nn::LinearImpl" -> "Linear".
+std::string short_type_name(const torch::nn::Module& module);
+// Whether `type_names` holds `module`'s type, by its short or its full name.
+bool type_listed(const torch::nn::Module& module, const std::vector<std::string>& type_names);
+
 }  // namespace engine::model

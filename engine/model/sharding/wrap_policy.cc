@@ -28,31 +28,12 @@ std::vector<NamedParameter> untaken(const torch::nn::Module& module, const std::
 bool chosen(const WrapPolicy& policy, const torch::nn::Module& module,
             const std::vector<NamedParameter>& params) {
   if (listed(policy.modules, &module)) return true;
-  const std::string type = short_type_name(module);
-  for (const auto& name : policy.module_types) {
-    if (name == type || name == module.name()) return true;
-  }
+  if (type_listed(module, policy.module_types)) return true;
   if (policy.min_num_params <= 0) return false;
   int64_t count = 0;
   for (const auto& param : params) count += param.tensor.numel();
   return count >= policy.min_num_params;
 }
-
-}  // namespace
-
-std::string short_type_name(const torch::nn::Module& module) {
-  std::string name = module.name();
-  const auto colon = name.rfind("::");
-  if (colon != std::string::npos) name = name.substr(colon + 2);
-  const std::string suffix = "Impl";
-  if (name.size() > suffix.size() &&
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    name.resize(name.size() - suffix.size());
-  }
-  return name;
-}
-
-namespace {
 
 // The modules that register each parameter themselves (more than one for
 // a tied parameter).

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/named_parameter.h"
 #include "engine/model/sharding/flat_unit.h"
 
 namespace engine::model::sharding {
@@ -28,9 +29,6 @@ struct WrapPolicy {
   int64_t min_num_params = 0;
   std::vector<const torch::nn::Module*> modules;
 };
-
-// "torch::nn::LinearImpl" -> "Linear".
-std::string short_type_name(const torch::nn::Module& module);
 
 struct UnitPlan {
   std::string name;                 // the module's path; "" for the root
