@@ -85,6 +85,10 @@ set(DIST_ENGINE_SOURCES
     engine/launch/hostlist.h
     engine/launch/launch.cc
     engine/launch/launch.h
+    engine/model/activation_checkpoint/checkpoint.cc
+    engine/model/activation_checkpoint/checkpoint.h
+    engine/model/activation_checkpoint/checkpointed_modules.cc
+    engine/model/activation_checkpoint/checkpointed_modules.h
     engine/model/base_model.cc
     engine/model/base_model.h
     engine/model/batch_norm.cc
@@ -420,6 +424,7 @@ set(DIST_ENGINE_UNIT_TEST_SOURCES
     engine/flight/watch_test.cc
     engine/launch/hostlist_test.cc
     engine/launch/launch_test.cc
+    engine/model/activation_checkpoint/checkpoint_test.cc
     engine/model/init/init_functions_test.cc
     engine/model/sharding/buffer_pool_test.cc
     engine/model/sharding/shard_layout_test.cc

@@ -62,6 +62,20 @@ void set_dtype(Device device, c10::ScalarType dtype) {
 
 namespace engine::compat {
 
+// Whether autocast is on for `device` on this thread, and its dtype there.
+struct AutocastState {
+  bool enabled = false;
+  c10::ScalarType dtype = c10::kBFloat16;
+};
+inline c10::DispatchKey autocast_key(c10::DeviceType device) {
+  return device == c10::DeviceType::CPU ? c10::DispatchKey::AutocastCPU
+                                        : c10::DispatchKey::AutocastCUDA;
+}
+inline AutocastState autocast_state(c10::DeviceType device) {
+  return {!c10::impl::tls_is_dispatch_key_excluded(autocast_key(device)),
+          engine_compat_autocast_probe::dtype_of(device)};
+}
+
 // While it lives, this thread's operators on `device` tensors run under
 // autocast in `dtype` (enabled) or without autocast (!enabled); the previous
 // setting comes back when it ends, and the outermost scope drops autocast's
@@ -69,17 +83,13 @@ namespace engine::compat {
 class AutocastScope {
  public:
   AutocastScope(c10::DeviceType device, bool enabled, c10::ScalarType dtype = c10::kBFloat16)
-      : key_(device == c10::DeviceType::CPU ? c10::DispatchKey::AutocastCPU
-                                            : c10::DispatchKey::AutocastCUDA),
-        device_(device),
-        was_enabled_(!c10::impl::tls_is_dispatch_key_excluded(key_)),
-        was_dtype_(engine_compat_autocast_probe::dtype_of(device)) {
-    set(enabled, enabled ? dtype : was_dtype_);
+      : key_(autocast_key(device)), device_(device), was_(autocast_state(device)) {
+    set(enabled, enabled ? dtype : was_.dtype);
     at::autocast::increment_nesting();
   }
   ~AutocastScope() {
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    set(was_enabled_, was_dtype_);
+    set(was_.enabled, was_.dtype);
   }
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
@@ -92,8 +102,7 @@ class AutocastScope {
 
   c10::DispatchKey key_;
   c10::DeviceType device_;
-  bool was_enabled_;
-  c10::ScalarType was_dtype_;
+  AutocastState was_;
 };
 
 }  // namespace engine::compat

@@ -33,6 +33,20 @@ class UnitCallHandler {
 
 at::Tensor call_unit(const torch::nn::Module& module, const std::function<at::Tensor()>& body);
 
+// As above, for a module of one input, which may also run checkpointed:
+//
+//   x = call_unit(*fc1, x, [this](const at::Tensor& in) { return fc1->forward(in); });
+//
+// When a CheckpointedModules (engine/model/activation_checkpoint) picks
+// `module`, body runs through checkpoint() inside the unit's call, and runs
+// again in the backward: capture by value what it uses (`this`, not a
+// local by reference). A unit of a sharding
+// wrapper called inside a checkpointed body is an InvalidArgument on the
+// rank (its parameters would be freed before its recomputation uses them):
+// checkpoint the unit itself, or modules inside it.
+at::Tensor call_unit(const torch::nn::Module& module, const at::Tensor& input,
+                     const std::function<at::Tensor(const at::Tensor&)>& body);
+
 // The wrapper's side: `handler` runs the calls of `module` until detached.
 void attach_unit_handler(const torch::nn::Module* module, UnitCallHandler* handler);
 void detach_unit_handler(const torch::nn::Module* module);
