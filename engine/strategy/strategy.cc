@@ -62,11 +62,30 @@ const Prepared& BaseStrategy::prepare_with(std::shared_ptr<model::BaseModel> mod
   setup_env();
   Prepared out;
   out.model = wrap_model(std::move(model));
+  if (activation_checkpointing_) {
+    model::CheckpointSelection selection = *activation_checkpointing_;
+    selection.options.generators.push_back(generator_);
+    auto* wrapper = dynamic_cast<model::ModelWrapper*>(out.model.get());
+    checkpointed_ = std::make_unique<model::CheckpointedModules>(
+        wrapper ? wrapper->module() : *out.model, std::move(selection));
+  }
   out.optim_wrapper =
       optim::build_optim_wrapper(optim_wrapper, model::unique_parameters(*out.model));
   if (param_scheduler) out.param_scheduler = param_scheduler(out.optim_wrapper->optimizer());
   prepared_ = std::move(out);
   return *prepared_;
+}
+
+void BaseStrategy::set_activation_checkpointing(model::CheckpointSelection selection) {
+  if (prepared_) {
+    throw dist::InvalidArgument(dist::on_rank(
+        dist::get_rank(), "activation checkpointing is chosen before prepare(), not after"));
+  }
+  activation_checkpointing_ = std::move(selection);
+}
+
+std::vector<std::string> BaseStrategy::checkpointed_modules() const {
+  return checkpointed_ ? checkpointed_->names() : std::vector<std::string>{};
 }
 
 const Prepared& BaseStrategy::prepared() const {

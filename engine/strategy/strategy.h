@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/checkpoint/state_dict.h"
+#include "engine/model/activation_checkpoint/checkpointed_modules.h"
 #include "engine/model/base_model.h"
 #include "engine/optim/optim_wrapper.h"
 #include "engine/optim/optimizer_state.h"
@@ -84,6 +85,14 @@ class BaseStrategy {
   // This rank's generator, seeded by seed() (saved and restored by
   // checkpoints with every other RNG state).
   at::Generator& generator() { return generator_; }
+
+  // Before prepare(): the modules `selection` picks run under activation
+  // checkpointing (engine/model/activation_checkpoint), chosen in the
+  // model once it is wrapped, their recomputations repeating the draws of
+  // generator() too. Config key "activation_checkpointing" (every strategy).
+  void set_activation_checkpointing(model::CheckpointSelection selection);
+  // The paths of the modules that run checkpointed (after prepare()).
+  std::vector<std::string> checkpointed_modules() const;
 
   // Wraps the model (per strategy), builds the optimizer wrapper and the
   // scheduler from their configs. Idempotent: later calls return the first
@@ -187,6 +196,8 @@ class BaseStrategy {
   int64_t shared_seed_ = 0;
   at::Generator generator_;
   std::optional<Prepared> prepared_;
+  std::optional<model::CheckpointSelection> activation_checkpointing_;
+  std::unique_ptr<model::CheckpointedModules> checkpointed_;
 };
 
 // The model trained as it is (moved to nothing: LibTorch modules stay where
@@ -230,7 +241,10 @@ class DDPStrategy : public BaseStrategy {
 // mmengine's STRATEGIES: SingleDeviceStrategy, DDPStrategy, FSDPStrategy
 // (fsdp_strategy.h) and ZeroStrategy (zero_strategy.h). Keys: launcher,
 // backend, timeout_s, seed, diff_rank_seed, deterministic,
-// seed_process_generator; DDPStrategy also model_wrapper and sync_bn;
+// seed_process_generator, activation_checkpointing (a list of module paths,
+// as mmengine's runner takes it, or {"check_fn": {"type": "ModuleWrapPolicy",
+// "module_classes": [...]}, "preserve_rng_state": true}, as its
+// FSDPStrategy does); DDPStrategy also model_wrapper and sync_bn;
 // FSDPStrategy model_wrapper, sync_bn and state_dict_type (or mmengine's
 // state_dict_cfg); ZeroStrategy stage, reduce_bucket_size, overlap_comm,
 // contiguous_gradients, state_dict_type and sync_bn.

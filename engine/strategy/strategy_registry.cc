@@ -59,16 +59,51 @@ EnvOptions env_options(ConfigReader& config) {
   return options;
 }
 
+// activation_checkpointing: ["layers.0", ...], the module paths mmengine's
+// runner takes, or {"check_fn": {"type": "ModuleWrapPolicy",
+// "module_classes": [...]}, "preserve_rng_state": bool}: FSDPStrategy's key,
+// with check_fn in auto_wrap_policy's shape (as mmengine asks of it).
+std::shared_ptr<BaseStrategy> with_activation_checkpointing(
+    ConfigReader& config, std::shared_ptr<BaseStrategy> strategy) {
+  const auto value = config.value("activation_checkpointing");
+  if (!value || value->is_null()) return strategy;
+  const std::string section = config.section() + ".activation_checkpointing";
+  model::CheckpointSelection selection;
+  if (value->is_array()) {
+    selection.module_names = config.require<std::vector<std::string>>("activation_checkpointing");
+  } else {
+    if (!value->is_object())
+      config.fail("key \"activation_checkpointing\" must be a list or an object");
+    ConfigReader reader(*value, section);
+    const auto policy = reader.object("check_fn");
+    if (!policy) reader.fail("lacks the required key \"check_fn\"");
+    ConfigReader check_fn(*policy, section + ".check_fn");
+    const auto type = check_fn.require<std::string>("type");
+    if (type != "ModuleWrapPolicy") {
+      check_fn.fail("has the unknown type \"" + type + "\"; known types: ModuleWrapPolicy");
+    }
+    selection.module_types = check_fn.require<std::vector<std::string>>("module_classes");
+    check_fn.finish();
+    selection.options.preserve_rng_state =
+        reader.get("preserve_rng_state", selection.options.preserve_rng_state);
+    reader.finish();
+  }
+  strategy->set_activation_checkpointing(std::move(selection));
+  return strategy;
+}
+
 void add_builtin_strategies(StrategyRegistry& registry) {
   registry.add("SingleDeviceStrategy", [](ConfigReader& config) -> std::shared_ptr<BaseStrategy> {
-    return std::make_shared<SingleDeviceStrategy>(env_options(config));
+    return with_activation_checkpointing(
+        config, std::make_shared<SingleDeviceStrategy>(env_options(config)));
   });
   registry.add("DDPStrategy", [](ConfigReader& config) -> std::shared_ptr<BaseStrategy> {
     EnvOptions env = env_options(config);
     DDPStrategyOptions options;
     options.model_wrapper = config.get("model_wrapper", options.model_wrapper);
     options.sync_bn = config.get_optional<std::string>("sync_bn");
-    return std::make_shared<DDPStrategy>(std::move(env), std::move(options));
+    return with_activation_checkpointing(
+        config, std::make_shared<DDPStrategy>(std::move(env), std::move(options)));
   });
   registry.add("FSDPStrategy", [](ConfigReader& config) -> std::shared_ptr<BaseStrategy> {
     EnvOptions env = env_options(config);
@@ -84,7 +119,8 @@ void add_builtin_strategies(StrategyRegistry& registry) {
       }
       options.state_dict_type = state_dict_cfg(*cfg, config);
     }
-    return std::make_shared<FSDPStrategy>(std::move(env), std::move(options));
+    return with_activation_checkpointing(
+        config, std::make_shared<FSDPStrategy>(std::move(env), std::move(options)));
   });
   registry.add("ZeroStrategy", [](ConfigReader& config) -> std::shared_ptr<BaseStrategy> {
     EnvOptions env = env_options(config);
@@ -101,7 +137,8 @@ void add_builtin_strategies(StrategyRegistry& registry) {
     if (const auto type = config.get_optional<std::string>("state_dict_type")) {
       options.state_dict_type = parse_state_dict_type(*type);
     }
-    return std::make_shared<ZeroStrategy>(std::move(env), options);
+    return with_activation_checkpointing(config,
+                                         std::make_shared<ZeroStrategy>(std::move(env), options));
   });
 }
 

@@ -98,14 +98,16 @@ TestNet::TestNet(const NetSpec& spec) : spec_(spec) {
 }
 
 // Each layer runs through call_unit, so that a sharding wrapper may make it
-// a unit of its own (elsewhere call_unit is the plain call).
+// a unit of its own and a strategy may checkpoint it (elsewhere call_unit is
+// the plain call).
 engine::model::TensorDict TestNet::forward(const engine::model::TensorDict& data,
                                            engine::model::ForwardMode mode) {
   at::Tensor x = data.at("inputs");
   const at::Tensor& mask = data.at("head_mask");
   size_t next = 0;
   auto run = [&](size_t layer, auto* typed) {
-    return engine::model::call_unit(*layers_[layer], [&] { return typed->forward(x); });
+    return engine::model::call_unit(*layers_[layer], x,
+                                    [typed](const at::Tensor& in) { return typed->forward(in); });
   };
   if (spec_.image > 0) {
     x = torch::tanh(run(next, layers_[next]->as<torch::nn::Conv2d>())).flatten(1);

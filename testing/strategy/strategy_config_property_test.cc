@@ -112,6 +112,11 @@ rc::Gen<ConfigCase> config_case() {
       default:
         c.strategy = zero_strategy();
     }
+    if (*rc::gen::arbitrary<bool>()) {
+      // Layers recomputed in the backward train as they would without.
+      c.strategy["activation_checkpointing"] = {
+          {"check_fn", {{"type", "ModuleWrapPolicy"}, {"module_classes", {"Linear", "Conv2d"}}}}};
+    }
     if (t.spec.batch_norm && c.strategy["type"] != "ZeroStrategy") c.strategy["sync_bn"] = "torch";
     c.strategy["seed"] = 1;
     c.strategy["seed_process_generator"] = false;  // simulated ranks share the process
