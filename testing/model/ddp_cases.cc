@@ -25,10 +25,10 @@ void showValue(const TrainingCase& c, std::ostream& os) {
   os << "world_size=" << c.world_size << " batch=" << c.batch << " iterations=" << c.iterations
      << " accumulative_counts=" << c.accumulative_counts
      << " bucket_cap_bytes=" << c.bucket_cap_bytes << " view=" << c.gradient_as_bucket_view
-     << " find_unused=" << c.find_unused_parameters << " broadcast_buffers=" << c.broadcast_buffers
-     << " comm_hook=" << c.comm_hook << " clip_grad=" << describe(c.clip_grad)
-     << " members=" << describe(c.members) << " seed=" << c.seed
-     << " net: " << nets::describe(c.spec);
+     << " find_unused=" << c.find_unused_parameters << " static_graph=" << c.static_graph
+     << " broadcast_buffers=" << c.broadcast_buffers << " comm_hook=" << c.comm_hook
+     << " clip_grad=" << describe(c.clip_grad) << " members=" << describe(c.members)
+     << " seed=" << c.seed << " net: " << nets::describe(c.spec);
 }
 
 rc::Gen<std::optional<engine::optim::ClipGrad>> clip_grad() {
@@ -74,6 +74,7 @@ std::vector<pairwise::Factor> grid_factors(int largest_group) {
   factors.insert(factors.end(), {{"bucket_cap_bytes", {"8", "100", "1000", "26214400"}},
                                  {"gradient_as_bucket_view", {"off", "on"}},
                                  {"find_unused_parameters", {"off", "on"}},
+                                 {"static_graph", {"off", "on"}},
                                  {"broadcast_buffers", {"off", "on"}},
                                  {"comm_hook", {"none", "allreduce"}},
                                  {"clip_grad", {"none", "norm", "value"}},
@@ -95,6 +96,7 @@ TrainingCase case_with(int world_size, std::vector<int> members, const pairwise:
   c.bucket_cap_bytes = std::stoll(values.at("bucket_cap_bytes"));
   c.gradient_as_bucket_view = values.at("gradient_as_bucket_view") == "on";
   c.find_unused_parameters = values.at("find_unused_parameters") == "on";
+  c.static_graph = values.at("static_graph") == "on";
   c.broadcast_buffers = values.at("broadcast_buffers") == "on";
   c.comm_hook = values.at("comm_hook");
   c.clip_grad = *clip_grad(values.at("clip_grad"));
@@ -103,7 +105,9 @@ TrainingCase case_with(int world_size, std::vector<int> members, const pairwise:
     c.used_heads.emplace_back();
     for (size_t seat = 0; seat < c.members.size(); ++seat) {
       std::vector<bool> used(c.spec.heads, true);
-      if (c.find_unused_parameters) {
+      if (c.static_graph && it > 0) {
+        used = c.used_heads.front()[seat];
+      } else if (c.find_unused_parameters) {
         for (auto&& head : used) head = *rc::gen::arbitrary<bool>();
         used[*rc::gen::inRange<int64_t>(0, c.spec.heads)] = true;  // the loss needs one
       }
@@ -129,7 +133,7 @@ pairwise::Grid ddp_grid(int max_world_size) {
   return pairwise::covering_grid(
       grid_factors(std::min(max_world_size, 4)),
       [&](const pairwise::Values& values) { return cases::placement_fits(values, max_world_size); },
-      {{"group_size", "clip_grad", "find_unused_parameters"}});
+      {{"group_size", "clip_grad", "find_unused_parameters"}, {"static_graph", "accumulation"}});
 }
 
 rc::Gen<TrainingCase> training_case(const pairwise::Grid& grid, const pairwise::Row& row,
@@ -195,6 +199,7 @@ Snapshots train_rank(const TrainingCase& c, const nets::TestNet& initial, int ra
   options.bucket_cap_mb = double(c.bucket_cap_bytes) / (1 << 20);
   options.gradient_as_bucket_view = c.gradient_as_bucket_view;
   options.find_unused_parameters = c.find_unused_parameters;
+  options.static_graph = c.static_graph;
   options.broadcast_buffers = c.broadcast_buffers;
   if (c.comm_hook == "allreduce") options.comm_hook = engine::model::allreduce_hook();
   options.process_group = group;

@@ -27,6 +27,8 @@ struct TrainingCase {
   int64_t bucket_cap_bytes = 1;
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;
+  // Every iteration uses the heads of the first (per member).
+  bool static_graph = false;
   bool broadcast_buffers = true;
   // "none", or "allreduce": the default hook, which must change nothing.
   std::string comm_hook = "none";
@@ -60,8 +62,9 @@ rc::Gen<TrainingCase> training_case(std::optional<int> world_size = std::nullopt
 // The options every pair of whose values the grid runs at least once
 // (group size up to min(max_world_size, 4), ranks outside the group or
 // none, bucket size, gradient_as_bucket_view, find_unused_parameters,
-// broadcast_buffers, communication hook, clipping, accumulation), and every combination of
-// group size, clipping and find_unused_parameters.
+// static_graph, broadcast_buffers, communication hook, clipping,
+// accumulation), and every combination of group size, clipping and
+// find_unused_parameters, and of static_graph and accumulation.
 pairwise::Grid ddp_grid(int max_world_size);
 
 // Cases with `row`'s values and random draws for everything else (a world

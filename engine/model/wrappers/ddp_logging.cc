@@ -39,6 +39,7 @@ DDPLoggingData ddp_logging_data(const MMDistributedDataParallel& ddp) {
   out.broadcast_buffers = ddp.options().broadcast_buffers;
   out.bucket_cap_bytes = reducer.options().bucket_cap_bytes;
   out.find_unused_parameters = reducer.options().find_unused_parameters;
+  out.static_graph = reducer.options().static_graph;
   out.gradient_as_bucket_view = reducer.options().gradient_as_bucket_view;
   if (reducer.comm_hook()) out.comm_hook = reducer.comm_hook()->describe();
   std::set<std::string> dtypes;
@@ -75,6 +76,7 @@ registry::Json DDPLoggingData::to_json() const {
           {"broadcast_buffers", broadcast_buffers},
           {"bucket_cap_bytes", bucket_cap_bytes},
           {"find_unused_parameters", find_unused_parameters},
+          {"static_graph", static_graph},
           {"gradient_as_bucket_view", gradient_as_bucket_view},
           {"comm_hook", comm_hook},
           {"num_parameter_tensors", num_parameter_tensors},

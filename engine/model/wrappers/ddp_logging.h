@@ -24,6 +24,7 @@ struct DDPLoggingData {
   bool broadcast_buffers = false;
   int64_t bucket_cap_bytes = 0;
   bool find_unused_parameters = false;
+  bool static_graph = false;
   bool gradient_as_bucket_view = false;
   std::string comm_hook;  // describe() of the hook, empty for none
   int64_t num_parameter_tensors = 0;

@@ -20,6 +20,7 @@ ReducerOptions reducer_options(const DDPOptions& options) {
   reducer.first_bucket_cap_bytes =
       std::min(reducer.first_bucket_cap_bytes, reducer.bucket_cap_bytes);
   reducer.find_unused_parameters = options.find_unused_parameters;
+  reducer.static_graph = options.static_graph;
   reducer.gradient_as_bucket_view = options.gradient_as_bucket_view;
   reducer.on_bucket_launch = options.on_bucket_launch;
   return reducer;

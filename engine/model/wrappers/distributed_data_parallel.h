@@ -18,6 +18,8 @@ struct DDPOptions {
   // Broadcast buffers from the group's first rank before each training forward.
   bool broadcast_buffers = true;
   bool find_unused_parameters = false;
+  // Every backward reaches the same parameters as the first (ReducerOptions).
+  bool static_graph = false;
   // The first bucket holds 1 MiB as PyTorch's (or bucket_cap_mb if smaller).
   double bucket_cap_mb = 25;
   // Gradients become views into the buckets. Zero them with

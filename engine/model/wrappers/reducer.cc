@@ -72,7 +72,7 @@ Reducer::Reducer(std::vector<NamedParameter> params, dist::GroupPtr group, Reduc
     : params_(std::move(params)),
       group_(std::move(group)),
       options_(std::move(options)),
-      awaiting_first_rebuild_(!options_.find_unused_parameters),
+      awaiting_first_rebuild_(!options_.find_unused_parameters || options_.static_graph),
       ready_(params_.size()),
       locally_used_(params_.size()),
       world_size_divisor_(at::scalar_tensor(group_->size(), at::kDouble)) {
@@ -153,9 +153,20 @@ void Reducer::point_grad_at_slot(size_t param) {
 }
 
 void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
+  // The backward begins at the outputs, in the outermost graph task: its end
+  // is the backward's end even when gradients arrive in reentrant backwards
+  // nested inside it, whose own ends come first.
+  for (const auto& output : outputs) {
+    if (!output.defined() || !output.requires_grad()) continue;
+    at::Tensor(output).register_hook([this](const at::Tensor& grad) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (sync_enabled_ && !in_backward_) begin_backward();
+      return grad;
+    });
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   backward_start_ = Clock::now();
-  if (!options_.find_unused_parameters) return;
+  if (!options_.find_unused_parameters || options_.static_graph) return;
   std::vector<at::Tensor> tensors;
   for (const auto& param : params_) tensors.push_back(param.tensor);
   std::vector<bool> reached = reached_parameters(outputs, tensors);
@@ -190,8 +201,31 @@ void Reducer::on_grad_ready(size_t param) {
   locally_used_[param] = true;
   if (!sync_enabled_) return;
   if (!in_backward_) begin_backward();
+  if (options_.static_graph) return on_static_grad_ready(param);
   mark_ready(param);
   launch_complete_buckets();
+}
+
+void Reducer::on_static_grad_ready(size_t param) {
+  if (++arrivals_[param] == 1) first_arrival_order_.push_back(param);
+  if (static_arrivals_.empty()) return;  // the first backward reduces at its end
+  if (arrivals_[param] > static_arrivals_[param]) {
+    refuse_changed_graph("parameter \"" + params_[param].name + "\" received " +
+                         std::to_string(arrivals_[param]) + " gradients, the first backward " +
+                         std::to_string(static_arrivals_[param]));
+  }
+  if (arrivals_[param] < static_arrivals_[param]) return;
+  mark_ready(param);
+  launch_complete_buckets();
+}
+
+void Reducer::refuse_changed_graph(const std::string& what) const {
+  throw dist::InvalidArgument(dist::on_rank(
+      group_->my_global_rank(),
+      "static_graph: " + what +
+          "; a static graph reaches the same parameters as often in every synchronised "
+          "backward (construct the wrapper without static_graph, and with "
+          "find_unused_parameters if the used parameters change)"));
 }
 
 void Reducer::begin_backward() {
@@ -207,8 +241,14 @@ void Reducer::begin_backward() {
   next_bucket_ = 0;
   for (auto& bucket : buckets_) bucket.pending = bucket.params.size();
   torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize_backward(); });
+  arrivals_.assign(params_.size(), 0);
+  first_arrival_order_.clear();
   std::vector<bool> unreached = std::move(unreached_);
   unreached_.clear();
+  if (options_.static_graph && !static_arrivals_.empty()) {
+    unreached.assign(params_.size(), false);
+    for (size_t i = 0; i < params_.size(); ++i) unreached[i] = static_arrivals_[i] == 0;
+  }
   for (size_t i = 0; i < unreached.size(); ++i) {
     if (unreached[i]) mark_ready(i);
   }
@@ -221,7 +261,7 @@ void Reducer::mark_ready(size_t param) {
         "parameter \"" + params_[param].name +
             "\" received its gradient twice in one synchronised backward (a second backward "
             "through the same forward, or reentrant checkpointing); run such backwards inside "
-            "no_sync() except the last"));
+            "no_sync() except the last, or construct the wrapper with static_graph"));
   }
   ready_[param] = true;
   arrival_order_.push_back(param);
@@ -309,6 +349,7 @@ void Reducer::register_comm_hook(CommHookPtr hook) {
 void Reducer::finalize_backward() {
   std::lock_guard<std::mutex> lock(mutex_);
   in_backward_ = false;
+  if (options_.static_graph && static_arrivals_.empty()) finish_first_static_backward();
   if (next_bucket_ < buckets_.size()) handle_never_ready();
   for (size_t i = 0; i < works_.size(); ++i) {
     works_[i]->wait();
@@ -319,8 +360,13 @@ void Reducer::finalize_backward() {
   }
   works_.clear();
   hook_results_.clear();
-  std::vector<bool> globally_used =
-      options_.find_unused_parameters ? agree_on_used() : std::vector<bool>(params_.size(), true);
+  std::vector<bool> globally_used = static_globally_used_;
+  if (globally_used.empty()) {
+    globally_used = options_.find_unused_parameters || options_.static_graph
+                        ? agree_on_used()
+                        : std::vector<bool>(params_.size(), true);
+    if (options_.static_graph) static_globally_used_ = globally_used;
+  }
   write_back(globally_used);
   record_backward(locally_used_);
   locally_used_.assign(params_.size(), false);
@@ -330,10 +376,30 @@ void Reducer::finalize_backward() {
   }
 }
 
+// Every gradient of the first static backward has arrived: into the
+// buckets in the order they first came, the parameters that got none too,
+// and every bucket launched.
+void Reducer::finish_first_static_backward() {
+  for (size_t param : first_arrival_order_) mark_ready(param);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (arrivals_[i] == 0) mark_ready(i);
+  }
+  launch_complete_buckets();
+  static_arrivals_ = arrivals_;
+}
+
 void Reducer::handle_never_ready() {
   std::vector<size_t> missing;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!ready_[i]) missing.push_back(i);
+  }
+  if (options_.static_graph) {
+    const size_t i = missing.front();
+    for (auto& work : works_) work->wait();
+    works_.clear();
+    refuse_changed_graph("parameter \"" + params_[i].name + "\" received " +
+                         std::to_string(arrivals_[i]) + " gradients, the first backward " +
+                         std::to_string(static_arrivals_[i]));
   }
   if (options_.find_unused_parameters) {
     for (size_t i : missing) mark_ready(i);

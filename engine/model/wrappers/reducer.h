@@ -25,6 +25,14 @@ struct ReducerOptions {
   int64_t bucket_cap_bytes = int64_t{25} << 20;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
+  // PyTorch's static_graph: every synchronised backward reaches the same
+  // parameters, each as many times, as the first one. The first is reduced
+  // at its end (a parameter's gradient may arrive several times, as under
+  // reentrant backwards); from then on a parameter is ready at its last
+  // arrival, the unused ones are known without searching the graph or
+  // agreeing on them, and the buckets follow the first backward's order
+  // even with find_unused_parameters.
+  bool static_graph = false;
   // Called on the backward thread as each bucket's all_reduce is launched,
   // with the bucket's position and its parameters' indices (tests and traces
   // watch the overlap with backward through it).
@@ -70,9 +78,10 @@ class Reducer : public optim::GradSyncSwitch {
   Reducer& operator=(const Reducer&) = delete;
 
   // Called after a forward whose backward will be synchronised, with the
-  // tensors the loss is computed from. With find_unused_parameters the
+  // tensors the loss is computed from: the backward starts where it reaches
+  // them (else at the first gradient). With find_unused_parameters the
   // parameters they do not reach are marked ready as soon as backward starts
-  // (otherwise only at its end).
+  // (otherwise only at its end). The reducer must outlive their graph.
   void prepare_for_backward(const std::vector<at::Tensor>& outputs);
 
   bool grad_sync_enabled() const override;
@@ -112,7 +121,10 @@ class Reducer : public optim::GradSyncSwitch {
   void point_grad_at_slot(size_t param);
 
   void on_grad_ready(size_t param);
+  void on_static_grad_ready(size_t param);
   void begin_backward();
+  void finish_first_static_backward();
+  [[noreturn]] void refuse_changed_graph(const std::string& what) const;
   void mark_ready(size_t param);
   void launch_complete_buckets();
   dist::WorkPtr launch(Bucket& bucket, size_t index);
@@ -141,6 +153,12 @@ class Reducer : public optim::GradSyncSwitch {
   std::vector<bool> unreached_;    // set by prepare_for_backward, used once
   at::Tensor world_size_divisor_;  // a 0-dim tensor, for div_out
   std::vector<size_t> arrival_order_;
+  // static_graph: each parameter's arrivals in this backward, in the first
+  // one (empty until it ends), and which parameters some rank used then.
+  std::vector<int> arrivals_;
+  std::vector<int> static_arrivals_;
+  std::vector<bool> static_globally_used_;
+  std::vector<size_t> first_arrival_order_;
   std::vector<size_t> rebuilt_order_;
   bool backward_seen_ = false;
   std::vector<at::Tensor> hook_results_;  // per launched bucket

@@ -21,6 +21,7 @@ DDPOptions ddp_options(registry::ConfigReader& config) {
   options.broadcast_buffers = config.get("broadcast_buffers", options.broadcast_buffers);
   options.find_unused_parameters =
       config.get("find_unused_parameters", options.find_unused_parameters);
+  options.static_graph = config.get("static_graph", options.static_graph);
   options.bucket_cap_mb = config.get("bucket_cap_mb", options.bucket_cap_mb);
   if (options.bucket_cap_mb <= 0) config.fail("key \"bucket_cap_mb\" must be positive");
   options.gradient_as_bucket_view =

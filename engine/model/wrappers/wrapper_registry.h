@@ -13,7 +13,8 @@ using ModelWrapperRegistry =
 // mmengine's MODEL_WRAPPERS: MMDistributedDataParallel and
 // MMSeparateDistributedDataParallel, with the DDPOptions keys
 // (detect_anomalous_params, broadcast_buffers, find_unused_parameters,
-// bucket_cap_mb, gradient_as_bucket_view); MMFullyShardedDataParallel
+// static_graph, bucket_cap_mb, gradient_as_bucket_view, comm_hook);
+// MMFullyShardedDataParallel
 // (sharding_strategy, auto_wrap_policy, sync_module_states,
 // hybrid_shard_size, use_orig_params, mixed_precision, backward_prefetch,
 // forward_prefetch, limit_all_gathers, param_init_fn, device_id,
