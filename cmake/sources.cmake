@@ -103,6 +103,8 @@ set(DIST_ENGINE_SOURCES
     engine/model/init/deferred.h
     engine/model/init/init_functions.cc
     engine/model/init/init_functions.h
+    engine/model/join/join.cc
+    engine/model/join/join.h
     engine/model/named_parameter.cc
     engine/model/named_parameter.h
     engine/model/sharding/buffer_pool.cc

@@ -20,7 +20,8 @@ ForwardMode parse_forward_mode(const std::string& mode) {
                                           "\"tensor\""));
 }
 
-ParsedLosses parse_losses(const TensorDict& losses, const dist::GroupPtr& group) {
+ParsedLosses parse_losses(const TensorDict& losses, const dist::GroupPtr& group,
+                          bool across_ranks) {
   ParsedLosses parsed;
   for (const auto& [name, value] : losses) {
     if (!value.defined()) {
@@ -42,7 +43,9 @@ ParsedLosses parse_losses(const TensorDict& losses, const dist::GroupPtr& group)
                       "name contains \"loss\""));
   }
   parsed.log_vars["loss"] = parsed.loss.detach().clone();
-  if (dist::is_distributed()) dist::all_reduce_dict(parsed.log_vars, "mean", group);
+  if (across_ranks && dist::is_distributed()) {
+    dist::all_reduce_dict(parsed.log_vars, "mean", group);
+  }
   return parsed;
 }
 

@@ -32,8 +32,11 @@ struct ParsedLosses {
 // "loss". When distributed, the log values are averaged across the ranks of
 // `group` (nullptr: the default group; the wrappers pass the group they
 // train on), a collective every rank of it makes; the loss itself is not:
-// its gradient stays local.
-ParsedLosses parse_losses(const TensorDict& losses, const dist::GroupPtr& group = nullptr);
+// its gradient stays local. `across_ranks` false keeps each rank's own
+// values, as mmengine does (a wrapper under Join, where ranks that ran out
+// have none).
+ParsedLosses parse_losses(const TensorDict& losses, const dist::GroupPtr& group = nullptr,
+                          bool across_ranks = true);
 
 // mmengine's BaseModel: a module with a data preprocessor and one forward
 // that answers in three modes, plus the step functions that runners call.

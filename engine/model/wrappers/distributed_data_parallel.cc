@@ -58,17 +58,17 @@ std::vector<NamedParameter> synchronised_parameters(torch::nn::Module& module,
   return params;
 }
 
-void broadcast_module_state(torch::nn::Module& module, const dist::GroupPtr& group) {
+void broadcast_module_state(torch::nn::Module& module, const dist::GroupPtr& group, int source) {
   std::vector<at::Tensor> tensors;
   for (const auto& param : module.parameters()) tensors.push_back(param);
   for (const auto& buffer : module.buffers()) tensors.push_back(buffer);
-  broadcast_from_first_rank(tensors, group);
+  broadcast_from_rank(tensors, group, source);
 }
 
-void broadcast_buffers(torch::nn::Module& module, const dist::GroupPtr& group) {
+void broadcast_buffers(torch::nn::Module& module, const dist::GroupPtr& group, int source) {
   std::vector<at::Tensor> buffers;
   for (const auto& buffer : module.buffers()) buffers.push_back(buffer);
-  if (!buffers.empty()) broadcast_from_first_rank(buffers, group);
+  if (!buffers.empty()) broadcast_from_rank(buffers, group, source);
 }
 
 MMDistributedDataParallel::MMDistributedDataParallel(std::shared_ptr<BaseModel> module,
@@ -91,7 +91,15 @@ MMDistributedDataParallel::~MMDistributedDataParallel() {
 TensorDict MMDistributedDataParallel::forward(const TensorDict& data, ForwardMode mode) {
   const auto started = std::chrono::steady_clock::now();
   const bool training = module().is_training();
-  if (training && options_.broadcast_buffers) broadcast_buffers(module(), group_);
+  std::optional<JoinRound> round;
+  if (training && at::GradMode::is_enabled()) {
+    round = notify_join(*this, reducer_->grad_sync_enabled());
+    if (round) refuse_join_with_a_hook();
+  }
+  joining_ = round.has_value();
+  if (training && options_.broadcast_buffers) {
+    broadcast_buffers(module(), group_, round ? round->authoritative_rank() : 0);
+  }
   TensorDict outputs = module().forward(data, mode);
   if (training && at::GradMode::is_enabled() && reducer_->grad_sync_enabled()) {
     ++timed_forwards_;
@@ -108,10 +116,29 @@ TensorDict MMDistributedDataParallel::forward(const TensorDict& data, ForwardMod
 TensorDict MMDistributedDataParallel::train_step(const TensorDict& data,
                                                  optim::OptimWrapper& optim_wrapper) {
   auto scope = optim_wrapper.optim_context(this);
-  ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss), group_);
+  TensorDict losses = forward(preprocess(data, true), ForwardMode::kLoss);
+  ParsedLosses parsed = parse_losses(losses, group_, /*across_ranks=*/!joining_);
   if (options_.detect_anomalous_params) detect_anomalous_params(parsed.loss);
   optim_wrapper.update_params(parsed.loss);
   return parsed.log_vars;
+}
+
+void MMDistributedDataParallel::shadow_iteration(const JoinRound& round) {
+  refuse_join_with_a_hook();
+  if (options_.broadcast_buffers) broadcast_buffers(module(), group_, round.authoritative_rank());
+  if (round.synchronises) reducer_->shadow_backward();
+}
+
+void MMDistributedDataParallel::finish_join(int last_rank) {
+  broadcast_module_state(module(), group_, last_rank);
+}
+
+void MMDistributedDataParallel::refuse_join_with_a_hook() const {
+  if (!reducer_->comm_hook()) return;
+  throw dist::InvalidArgument(dist::on_rank(
+      group_->my_global_rank(), "Join: MMDistributedDataParallel with the communication hook " +
+                                    reducer_->comm_hook()->describe() +
+                                    " cannot shadow its collectives; join without a hook"));
 }
 
 void MMDistributedDataParallel::detect_anomalous_params(const at::Tensor& loss) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/dist/group.h"
+#include "engine/model/join/join.h"
 #include "engine/model/wrappers/model_wrapper.h"
 #include "engine/model/wrappers/reducer.h"
 #include "engine/optim/grad_sync.h"
@@ -42,7 +43,17 @@ dist::GroupPtr wrapper_group(const dist::GroupPtr& requested, const std::string&
 // mmengine's MMDistributedDataParallel on the engine's reducer. Construction
 // is collective: the parameters are checked to be the same on every rank,
 // then parameters and buffers are broadcast from the group's first rank.
-class MMDistributedDataParallel : public ModelWrapper, public optim::GradSyncSwitch {
+//
+// Joinable (engine/model/join): a rank that joined shadows the buffer
+// broadcast (from the highest rank still training) and, when the others
+// synchronise, the bucket all_reduces with zeros, so the gradient is the sum
+// of the training ranks' divided by the group size, as PyTorch's; at the end
+// every rank takes the parameters and buffers of a rank that trained
+// longest. Its train_step's log values stay per rank inside a Join. Not
+// with a communication hook (InvalidArgument on every rank).
+class MMDistributedDataParallel : public ModelWrapper,
+                                  public optim::GradSyncSwitch,
+                                  public Joinable {
  public:
   MMDistributedDataParallel(std::shared_ptr<BaseModel> module, DDPOptions options = {});
   ~MMDistributedDataParallel() override;
@@ -70,6 +81,9 @@ class MMDistributedDataParallel : public ModelWrapper, public optim::GradSyncSwi
   const std::vector<std::string>& anomalous_params() const { return anomalous_params_; }
   const DDPOptions& options() const { return options_; }
   const dist::GroupPtr& group() const { return group_; }
+  const dist::GroupPtr& join_group() const override { return group_; }
+  void shadow_iteration(const JoinRound& round) override;
+  void finish_join(int last_rank) override;
   // Training forwards whose backward is synchronised, and their summed time
   // in nanoseconds (for DDP's logging data).
   int64_t timed_forwards() const { return timed_forwards_; }
@@ -77,11 +91,13 @@ class MMDistributedDataParallel : public ModelWrapper, public optim::GradSyncSwi
 
  private:
   void detect_anomalous_params(const at::Tensor& loss);
+  void refuse_join_with_a_hook() const;
 
   DDPOptions options_;
   dist::GroupPtr group_;
   std::unique_ptr<Reducer> reducer_;
   std::vector<std::string> anomalous_params_;
+  bool joining_ = false;  // the last training forward ran inside a Join
   int64_t timed_forwards_ = 0;
   int64_t forward_ns_ = 0;
 };
@@ -97,11 +113,12 @@ std::vector<NamedParameter> synchronised_parameters(torch::nn::Module& module,
                                                     const dist::GroupPtr& group);
 
 // Collective: overwrites `module`'s parameters and buffers with the
-// group's first rank's (mmengine's and PyTorch's sync_module_states).
-void broadcast_module_state(torch::nn::Module& module, const dist::GroupPtr& group);
+// group's rank `source`'s, the first by default (mmengine's and PyTorch's
+// sync_module_states).
+void broadcast_module_state(torch::nn::Module& module, const dist::GroupPtr& group, int source = 0);
 
 // Broadcasts `module`'s current buffers (looked up afresh: a buffer that was
-// reassigned is the new tensor) from the group's first rank.
-void broadcast_buffers(torch::nn::Module& module, const dist::GroupPtr& group);
+// reassigned is the new tensor) from the group's rank `source`.
+void broadcast_buffers(torch::nn::Module& module, const dist::GroupPtr& group, int source = 0);
 
 }  // namespace engine::model

@@ -153,7 +153,7 @@ MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel
   place_on_device();
   build_units(group, [&](const std::vector<NamedParameter>& params) {
     initialize_deferred(owners_of(this->module(), params));
-    if (options_.sync_module_states) broadcast_from_first_rank(tensors_of(params), group);
+    if (options_.sync_module_states) broadcast_from_rank(tensors_of(params), group);
   });
   initialize_deferred(modules_of(this->module()));  // modules holding deferred buffers only
   if (options_.sync_module_states) broadcast_buffers(this->module(), group);

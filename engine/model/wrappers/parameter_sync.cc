@@ -75,8 +75,8 @@ void verify_same_parameters(const std::vector<NamedParameter>& params,
           "on every rank before wrapping it"));
 }
 
-void broadcast_from_first_rank(const std::vector<at::Tensor>& tensors,
-                               const dist::GroupPtr& group) {
+void broadcast_from_rank(const std::vector<at::Tensor>& tensors, const dist::GroupPtr& group,
+                         int source) {
   std::map<std::string, std::vector<at::Tensor>> by_kind;
   for (const auto& tensor : tensors) {
     by_kind[dtype_device_key(tensor)].push_back(tensor.detach());
@@ -84,7 +84,7 @@ void broadcast_from_first_rank(const std::vector<at::Tensor>& tensors,
   c10::NoGradGuard no_grad;
   for (auto& [kind, members] : by_kind) {
     at::Tensor flat = torch::utils::flatten_dense_tensors(members);
-    dist::broadcast_anywhere(flat, group->global_rank_of(0), group);
+    dist::broadcast_anywhere(flat, group->global_rank_of(source), group);
     auto values = torch::utils::unflatten_dense_tensors(flat, members);
     for (size_t i = 0; i < members.size(); ++i) members[i].copy_(values[i]);
   }

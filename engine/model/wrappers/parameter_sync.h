@@ -18,8 +18,10 @@ std::string dtype_device_key(const at::Tensor& tensor);
 // shape or dtype, or a different count), when they are not the same.
 void verify_same_parameters(const std::vector<NamedParameter>& params, const dist::GroupPtr& group);
 
-// Collective: overwrites `tensors` on every rank with the group's first
-// rank's values, in one broadcast per dtype and device.
-void broadcast_from_first_rank(const std::vector<at::Tensor>& tensors, const dist::GroupPtr& group);
+// Collective: overwrites `tensors` on every rank with the values of the
+// group's rank `source` (the first by default), in one broadcast per dtype
+// and device.
+void broadcast_from_rank(const std::vector<at::Tensor>& tensors, const dist::GroupPtr& group,
+                         int source = 0);
 
 }  // namespace engine::model

@@ -360,14 +360,7 @@ void Reducer::finalize_backward() {
   }
   works_.clear();
   hook_results_.clear();
-  std::vector<bool> globally_used = static_globally_used_;
-  if (globally_used.empty()) {
-    globally_used = options_.find_unused_parameters || options_.static_graph
-                        ? agree_on_used()
-                        : std::vector<bool>(params_.size(), true);
-    if (options_.static_graph) static_globally_used_ = globally_used;
-  }
-  write_back(globally_used);
+  write_back(globally_used(locally_used_));
   record_backward(locally_used_);
   locally_used_.assign(params_.size(), false);
   if (awaiting_first_rebuild_) {
@@ -421,9 +414,46 @@ void Reducer::handle_never_ready() {
           "ones you do not train, or construct the wrapper with find_unused_parameters=true"));
 }
 
-std::vector<bool> Reducer::agree_on_used() {
+// Which parameters some rank used in this backward: agreed (collective) with
+// find_unused_parameters, and under static_graph in the first backward only.
+std::vector<bool> Reducer::globally_used(const std::vector<bool>& locally_used) {
+  if (!static_globally_used_.empty()) return static_globally_used_;
+  if (!options_.find_unused_parameters && !options_.static_graph) {
+    return std::vector<bool>(params_.size(), true);
+  }
+  std::vector<bool> used = agree_on_used(locally_used);
+  if (options_.static_graph) static_globally_used_ = used;
+  return used;
+}
+
+void Reducer::shadow_backward() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (options_.comm_hook) {
+    throw dist::InvalidArgument(
+        dist::on_rank(group_->my_global_rank(), "shadow_backward: not with a communication hook"));
+  }
+  std::vector<dist::WorkPtr> works;
+  for (auto& bucket : buckets_) {
+    bucket.flat.zero_();
+    works.push_back(dist::all_reduce_async(bucket.flat, "sum", group_));
+  }
+  for (auto& work : works) work->wait();
+  globally_used(std::vector<bool>(params_.size(), false));
+  if (awaiting_first_rebuild_) {
+    // Joins the broadcast of the first backward's order; this rank's own
+    // order (the buckets') is used only when it is the group's first rank.
+    awaiting_first_rebuild_ = false;
+    arrival_order_.clear();
+    for (const auto& bucket : buckets_) {
+      arrival_order_.insert(arrival_order_.end(), bucket.params.begin(), bucket.params.end());
+    }
+    rebuild_from_arrival_order();
+  }
+}
+
+std::vector<bool> Reducer::agree_on_used(const std::vector<bool>& locally_used) {
   at::Tensor used = at::zeros({static_cast<int64_t>(params_.size())}, at::kInt);
-  for (size_t i = 0; i < params_.size(); ++i) used[i] = locally_used_[i] ? 1 : 0;
+  for (size_t i = 0; i < params_.size(); ++i) used[i] = locally_used[i] ? 1 : 0;
   dist::all_reduce_anywhere(used, "sum", group_);
   std::vector<bool> globally_used(params_.size());
   auto values = used.accessor<int, 1>();

@@ -84,6 +84,11 @@ class Reducer : public optim::GradSyncSwitch {
   // (otherwise only at its end). The reducer must outlive their graph.
   void prepare_for_backward(const std::vector<at::Tensor>& outputs);
 
+  // On a rank that has run out of inputs (Join): the collectives of a
+  // synchronised backward in which this rank had no gradient (zeros in
+  // every bucket), without touching its gradients. No communication hook.
+  void shadow_backward();
+
   bool grad_sync_enabled() const override;
   void set_grad_sync_enabled(bool enabled) override;
 
@@ -132,7 +137,8 @@ class Reducer : public optim::GradSyncSwitch {
   void handle_never_ready();
   void write_back(const std::vector<bool>& globally_used);
   void record_backward(const std::vector<bool>& locally_used);
-  std::vector<bool> agree_on_used();
+  std::vector<bool> agree_on_used(const std::vector<bool>& locally_used);
+  std::vector<bool> globally_used(const std::vector<bool>& locally_used);
   void rebuild_from_arrival_order();
   void record_rebuilt_sizes();
 
