@@ -175,4 +175,25 @@ TEST(Join, ACommunicationHookIsRefusedOnEveryRank) {
   });
 }
 
+// Without Join, a rank that runs out is named, not waited for forever. The
+// simulator sees every rank, so it names the one that returned; processes
+// end at their backend's timeout (the flight recorder's diagnosis names the
+// rank there: docs/debugging.md).
+TEST(Join, WithoutItTheRankThatRanOutIsNamed) {
+  if (harness::backend() != "sim") GTEST_SKIP() << "the simulator's deadlock detection";
+  try {
+    harness::run_ranks(2, [&](int rank) {
+      auto net = nets::make_net(spec());
+      auto ddp = std::make_shared<MMDistributedDataParallel>(net, DDPOptions{});
+      engine::optim::OptimWrapper optim(
+          std::make_shared<torch::optim::SGD>(ddp->parameters(), torch::optim::SGDOptions(kLr)));
+      for (int it = 0; it < (rank == 0 ? 2 : 1); ++it) ddp->train_step(batch(rank, it), optim);
+    });
+    ADD_FAILURE() << "a rank that ran out went unnoticed";
+  } catch (const engine::dist::CollectiveMismatch& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 has returned from its body"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
