@@ -426,7 +426,7 @@ set(DIST_ENGINE_UNIT_TEST_SOURCES
     engine/flight/watch_test.cc
     engine/launch/hostlist_test.cc
     engine/launch/launch_test.cc
-    engine/model/activation_checkpoint/checkpoint_test.cc
+    engine/model/activation_checkpoint/activation_checkpoint_test.cc
     engine/model/init/init_functions_test.cc
     engine/model/sharding/buffer_pool_test.cc
     engine/model/sharding/shard_layout_test.cc
