@@ -1,8 +1,6 @@
 // checkpoint() against the same forward run plainly: gradients, buffers and
 // the generators' next draws bit for bit, through dropout, BatchNorm,
 // autocast and nesting; and the graph it leaves holds nothing of the body.
-#include "engine/model/activation_checkpoint/checkpoint.h"
-
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -12,6 +10,7 @@
 
 #include "engine/compat/autocast.h"
 #include "engine/dist/errors.h"
+#include "engine/model/activation_checkpoint/checkpoint.h"
 #include "engine/model/activation_checkpoint/checkpointed_modules.h"
 #include "engine/model/batch_norm.h"
 #include "engine/model/unit_call.h"
