@@ -5,9 +5,10 @@
 # and the demo in 2 processes on the CPU, and on nccl with CUDA
 # tensors: the collectives' property suites, the helpers (*_anywhere) and the
 # sharded-training equivalence (cpu_offload drawn) in 2 processes on one GPU,
-# the sharded one in 1 too; the DDP equivalence in 2 processes; the demo on
-# 2 ranks; then the benchmarks beside PyTorch's own (bench_* steps). Two
-# ranks share the one GPU as if on two hosts (ci/gpu_rank.sh).
+# the sharded one in 1 too; the DDP equivalence, AMP (float16), Join and
+# activation checkpointing in 2 processes; the demo on 2 ranks; then the
+# benchmarks beside PyTorch's own (bench_* steps). Two ranks share the one
+# GPU as if on two hosts (ci/gpu_rank.sh).
 #
 #   bash ci/gpu.sh              on a GPU machine (python3 has a CUDA torch)
 #   bash ci/gpu.sh --rehearse   anywhere else: the same build, the nccl
@@ -125,6 +126,9 @@ on_gpu movement_nccl_2 2 "$build/movement_property_test"
 on_gpu sharded_equivalence_nccl_2 2 "$build/sharded_equivalence_property_test"
 on_gpu helpers_nccl_2 2 "$build/helpers_test" --gtest_filter='Anywhere*'
 on_gpu sharded_equivalence_nccl_1 1 "$build/sharded_equivalence_property_test"
+on_gpu amp_nccl_2 2 "$build/amp_test"
+on_gpu join_nccl_2 2 "$build/join_test"
+on_gpu activation_checkpointing_nccl_2 2 "$build/activation_checkpointing_test"
 
 # The benchmarks on nccl, each beside PyTorch's own on the same GPU and ranks
 # (figures in bench/RESULTS.md): all_reduce busbw, the DDP step (large MLP,

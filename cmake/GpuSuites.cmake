@@ -1,6 +1,7 @@
 # The suites the GPU runner (ci/gpu.sh) runs, built with CMake where no Bazel
 # is: the collectives' and sharded-training properties, the helpers, the DDP
-# equivalence in processes, the nccl backend's test, the engine's unit tests
+# equivalence in processes, AMP, Join and activation checkpointing over
+# ranks, the nccl backend's test, the engine's unit tests
 # (in unit/), the demo, the engine's side of the cross-implementation test
 # against PyTorch (cross_check), and the benchmarks it measures with
 # (collectives, ddp_step, sharded_step). Their sources are the Bazel targets'
@@ -32,6 +33,10 @@ dist_engine_suite(helpers_test testing/helpers_test.cc testing/test_main.cc)
 dist_engine_suite(sharded_equivalence_property_test
                   testing/model/sharded_equivalence_property_test.cc testing/test_main.cc)
 dist_engine_suite(ddp_equivalence testing/process/ddp_equivalence_main.cc)
+dist_engine_suite(amp_test testing/model/amp_test.cc testing/test_main.cc)
+dist_engine_suite(join_test testing/model/join_test.cc testing/test_main.cc)
+dist_engine_suite(activation_checkpointing_test
+                  testing/strategy/activation_checkpointing_test.cc testing/test_main.cc)
 
 add_executable(nccl_backend_test engine/dist/backends/nccl/nccl_backend_test.cc)
 target_link_libraries(nccl_backend_test PRIVATE dist_engine GTest::gtest_main)

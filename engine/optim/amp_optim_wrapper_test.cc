@@ -6,6 +6,7 @@
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/optim/sgd.h>
 
 #include <cmath>
@@ -169,6 +170,42 @@ TEST(AmpOptimWrapper, Float16OnTheCpuAndOtherDtypesAreRefused) {
   EXPECT_THROW(AmpOptimWrapper(sgd(net.w), {}, {at::kHalf, LossScalerOptions{}}),
                dist::InvalidArgument);
   EXPECT_THROW(AmpOptimWrapper(sgd(net.w), {}, {at::kDouble, std::nullopt}), dist::InvalidArgument);
+}
+
+// CUDA parameters: float16 autocast, scaled by default, as mmengine's GPU
+// path (skipped where no GPU is; ci/gpu.sh runs it on one).
+TEST(AmpOptimWrapper, Float16OnCudaRunsTheProductInHalfAndSkipsAnOverflow) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
+  const auto cuda = at::TensorOptions().device(at::kCUDA);
+  Linear net;
+  net.w = at::ones({4, 2}, cuda).requires_grad_();
+  auto built_here = build_optim_wrapper(
+      registry::Json::parse(
+          R"({"type": "AmpOptimWrapper", "optimizer": {"type": "SGD", "lr": 0.5}})"),
+      {net.w});
+  auto* wrapper = dynamic_cast<AmpOptimWrapper*>(built_here.get());
+  ASSERT_NE(wrapper, nullptr);
+  EXPECT_EQ(wrapper->amp_options().dtype, at::kHalf) << "CUDA parameters default to float16";
+  ASSERT_NE(wrapper->loss_scaler(), nullptr) << "float16 is scaled by default";
+  EXPECT_EQ(wrapper->loss_scaler()->scale(), 65536);
+  {
+    auto scope = wrapper->optim_context(nullptr);
+    const at::Tensor loss = net.loss(at::full({3, 4}, 0.5, cuda));
+    EXPECT_EQ(net.product_dtype, at::kHalf);
+    wrapper->update_params(loss);
+  }
+  EXPECT_EQ(net.w.grad().scalar_type(), at::kFloat);
+  EXPECT_FALSE(wrapper->last_step_skipped());
+  EXPECT_TRUE(at::equal(net.w.cpu(), at::full({4, 2}, 1 - 0.5 * 1.5)));
+
+  at::Tensor x = at::ones({1, 4});
+  x[0][1] = 1e36;  // its gradient times the scale overflows float32
+  wrapper->update_params(net.loss(x.to(at::kCUDA)));
+  EXPECT_TRUE(wrapper->last_step_skipped());
+  EXPECT_EQ(wrapper->loss_scaler()->scale(), 32768);
+  EXPECT_TRUE(at::equal(net.w.cpu(), at::full({4, 2}, 1 - 0.5 * 1.5)));
+  net.loss(at::ones({3, 4}, cuda));
+  EXPECT_EQ(net.product_dtype, at::kFloat) << "autocast ends with the scope";
 }
 
 std::shared_ptr<AmpOptimWrapper> built(const std::string& keys) {

@@ -2,7 +2,8 @@
 // skips the step on every rank and backs the scale off on every rank,
 // however the gradients are spread (replicated under DDP, sharded under ZeRO
 // and FSDP); the next step runs exactly. Values are powers of two and small
-// integers, so every scaled, reduced and unscaled gradient is exact.
+// integers, so every scaled, reduced and unscaled gradient is exact. On nccl
+// the model is on the rank's GPU and autocast is float16.
 #include <ATen/ops/cat.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/ones.h>
@@ -81,15 +82,19 @@ std::shared_ptr<BaseModel> wrapped(Wrap wrap, std::shared_ptr<Dot> dot) {
 
 at::Tensor full_w(const std::shared_ptr<BaseModel>& model, const Dot& dot) {
   if (auto* fsdp = dynamic_cast<engine::model::MMFullyShardedDataParallel*>(model.get()))
-    return fsdp->full_parameters().at("w");
-  return dot.w.detach().clone();
+    return fsdp->full_parameters().at("w").to(at::kCPU);
+  return dot.w.detach().to(at::kCPU).clone();
 }
 
 // What one rank saw over two steps: skipped, scale, w after the first (whose
 // x on rank 0 overflows in the last element, a shard other ranks own), then
 // skipped, scale, growth tracker, clipping's norm and w after a plain one.
+// On the harness's device: autocast to float16 on CUDA (nccl), bfloat16 on
+// the CPU.
 at::Tensor two_steps(Wrap wrap, int rank) {
+  const at::Device device = harness::device();
   auto dot = std::make_shared<Dot>();
+  dot->to(device);
   auto model = wrapped(wrap, dot);
   auto sgd =
       std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.5));
@@ -98,16 +103,18 @@ at::Tensor two_steps(Wrap wrap, int rank) {
   options.clip_grad->max_norm = 1e9;  // measures the norm, clips nothing
   engine::optim::LossScalerOptions scaler;
   scaler.growth_interval = 4;
-  engine::optim::AmpOptimWrapper optim(sgd, options, {at::kBFloat16, scaler});
+  engine::optim::AmpOptimWrapper optim(sgd, options,
+                                       {device.is_cuda() ? at::kHalf : at::kBFloat16, scaler});
 
   at::Tensor overflowing = at::ones({kElements});
   if (rank == 0) overflowing[kElements - 1] = 1e36;
+  overflowing = overflowing.to(device);
   model->train_step({{"x", overflowing}}, optim);
   std::vector<at::Tensor> seen = {
       at::tensor({optim.last_step_skipped() ? 1.0 : 0.0, double(optim.loss_scaler()->scale()),
                   optim.last_grad_norm() ? 1.0 : 0.0}),
       full_w(model, *dot).to(at::kDouble)};
-  model->train_step({{"x", at::full({kElements}, 1.0 + rank)}}, optim);
+  model->train_step({{"x", at::full({kElements}, 1.0 + rank, device)}}, optim);
   seen.push_back(at::tensor(
       {optim.last_step_skipped() ? 1.0 : 0.0, double(optim.loss_scaler()->scale()),
        double(optim.loss_scaler()->growth_tracker()), optim.last_grad_norm().value_or(-1)}));

@@ -46,15 +46,21 @@ nets::NetSpec spec() {
   return s;
 }
 
-engine::model::TensorDict batch(int rank, int iteration) {
-  return nets::make_batch(spec(), 3, 1000 * rank + iteration, {true, true});
+// On `device`: the harness's for the ranks (CUDA on nccl), the CPU for the
+// serial run.
+engine::model::TensorDict batch(int rank, int iteration, at::Device device = harness::device()) {
+  engine::model::TensorDict out =
+      nets::make_batch(spec(), 3, 1000 * rank + iteration, {true, true});
+  for (auto& [key, value] : out) value = value.to(device);
+  return out;
 }
 
 std::map<std::string, at::Tensor> state_of(torch::nn::Module& module) {
   std::map<std::string, at::Tensor> out;
   for (const auto& item : module.named_parameters())
-    out[item.key()] = item.value().detach().clone();
-  for (const auto& item : module.named_buffers()) out[item.key()] = item.value().detach().clone();
+    out[item.key()] = item.value().detach().to(at::kCPU).clone();
+  for (const auto& item : module.named_buffers())
+    out[item.key()] = item.value().detach().to(at::kCPU).clone();
   return out;
 }
 
@@ -72,7 +78,7 @@ std::map<std::string, at::Tensor> serial_run(const nets::TestNet& initial,
     sgd.zero_grad();
     for (int rank = 0; rank < world; ++rank) {
       if (it >= counts[rank]) continue;
-      (net->forward(batch(rank, it), ForwardMode::kLoss).at("loss") / world).backward();
+      (net->forward(batch(rank, it, at::kCPU), ForwardMode::kLoss).at("loss") / world).backward();
     }
     sgd.step();
   }
@@ -114,6 +120,7 @@ TEST(Join, UnevenRanksTrainToTheSerialRunAndEndAlike) {
     const auto seen = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
       auto net = nets::make_net(spec());
       nets::copy_state(*initial, *net);
+      net->to(harness::device());
       auto ddp = std::make_shared<MMDistributedDataParallel>(net, variant.options);
       engine::optim::OptimWrapper optim(
           std::make_shared<torch::optim::SGD>(ddp->parameters(), torch::optim::SGDOptions(kLr)));
@@ -146,6 +153,7 @@ TEST(Join, UnevenRanksTrainToTheSerialRunAndEndAlike) {
 TEST(Join, ThrowOnEarlyTerminationThrowsOnEveryRankAtTheFirstUnevenIteration) {
   harness::run_ranks(2, [&](int rank) {
     auto net = nets::make_net(spec());
+    net->to(harness::device());
     auto ddp = std::make_shared<MMDistributedDataParallel>(net, DDPOptions{});
     engine::optim::OptimWrapper optim(
         std::make_shared<torch::optim::SGD>(ddp->parameters(), torch::optim::SGDOptions(kLr)));
@@ -165,6 +173,7 @@ TEST(Join, ThrowOnEarlyTerminationThrowsOnEveryRankAtTheFirstUnevenIteration) {
 TEST(Join, ACommunicationHookIsRefusedOnEveryRank) {
   harness::run_ranks(2, [&](int rank) {
     auto net = nets::make_net(spec());
+    net->to(harness::device());
     DDPOptions options;
     options.comm_hook = engine::model::allreduce_hook();
     auto ddp = std::make_shared<MMDistributedDataParallel>(net, options);

@@ -1,8 +1,10 @@
 // The strategies' activation_checkpointing key: training with the blocks of
 // a model checkpointed ends bit-identical, on every rank, to training without,
-// under every strategy, with dropout drawn from the rank's generator and a
-// BatchNorm whose running statistics the recomputation must not move twice.
+// under every strategy, with dropout drawn from the rank's generator (the
+// GPU's default one on nccl) and a BatchNorm whose running statistics the recomputation must not
+// move twice.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/ops/arange.h>
 #include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
@@ -11,6 +13,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -113,6 +116,18 @@ std::vector<Case> cases(int ranks) {
   };
 }
 
+// Dropout's generator: the strategy's on the CPU; on CUDA the device's
+// default one, reseeded, which the checkpoint preserves as the default
+// generator of its input's device.
+at::Generator dropout_generator(engine::strategy::BaseStrategy& strategy) {
+  const at::Device device = harness::device();
+  if (!device.is_cuda()) return strategy.generator();
+  at::Generator generator = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_current_seed(3);
+  return generator;
+}
+
 // Parameters (whole under FSDP) and buffers after three steps, in name
 // order, then the paths of the modules that ran checkpointed.
 std::vector<at::Tensor> train(Json strategy_config, const Json& activation_checkpointing, int rank,
@@ -124,7 +139,7 @@ std::vector<at::Tensor> train(Json strategy_config, const Json& activation_check
   }
   auto strategy = engine::strategy::strategies().build(strategy_config);
   strategy->setup_env();
-  auto net = std::make_shared<BlockNet>(strategy->generator());
+  auto net = std::make_shared<BlockNet>(dropout_generator(*strategy));
   {
     // The same initial weights on every rank, from a generator no other
     // simulated rank draws from.

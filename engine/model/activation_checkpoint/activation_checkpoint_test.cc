@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/compat/autocast.h"
@@ -186,6 +187,44 @@ TEST_F(CheckpointTest, ACheckpointInsideACheckpointIsExact) {
         options);
   });
   expect_identical(expected, seen);
+}
+
+// On a GPU: dropout drawn from the device's default generator and float16
+// autocast, both as the forward ran them (skipped where no GPU is; ci/gpu.sh
+// runs it on one).
+TEST(CheckpointOnCuda, TheDevicesGeneratorAndAutocastAreThoseOfTheForward) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
+  torch::manual_seed(5);
+  torch::nn::Linear linear(6, 8);
+  linear->to(at::kCUDA);
+  at::Tensor input = torch::randn({7, 6}).to(at::kCUDA).requires_grad_();
+  auto body = [&](const at::Tensor& x) { return torch::dropout(linear->forward(x), 0.5, true); };
+  // Gradients and the generator's next draws after one forward and backward.
+  auto run = [&](const std::optional<CheckpointOptions>& checkpointed) {
+    torch::cuda::manual_seed(99);
+    linear->zero_grad();
+    input.mutable_grad() = at::Tensor();
+    at::Tensor out;
+    {
+      compat::AutocastScope autocast(c10::DeviceType::CUDA, true, at::kHalf);
+      out = checkpointed ? checkpoint(*linear, input, body, *checkpointed) : body(input);
+      EXPECT_EQ(out.scalar_type(), at::kHalf);
+    }
+    (out.to(at::kFloat) * at::arange(8, input.options().requires_grad(false))).sum().backward();
+    return std::vector<at::Tensor>{input.grad().cpu(), linear->weight.grad().cpu(),
+                                   linear->bias.grad().cpu(),
+                                   torch::rand({3}, input.options().requires_grad(false)).cpu()};
+  };
+  const auto plain = run(std::nullopt);
+  const auto seen = run(CheckpointOptions{});
+  ASSERT_EQ(plain.size(), seen.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_TRUE(at::equal(plain[i], seen[i])) << "tensor " << i;
+  }
+  CheckpointOptions unpreserved;
+  unpreserved.preserve_rng_state = false;
+  EXPECT_FALSE(at::equal(plain[1], run(unpreserved)[1]))
+      << "without the device's state the recomputed mask differs";
 }
 
 TEST(CheckpointedModulesTest, PicksByTypeAndByPathAndRoutesCallUnit) {
