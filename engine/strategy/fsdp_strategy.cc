@@ -82,8 +82,10 @@ FSDPStrategy::FSDPStrategy(EnvOptions env, FSDPStrategyOptions options)
 std::shared_ptr<model::BaseModel> FSDPStrategy::wrap_model(
     std::shared_ptr<model::BaseModel> model) {
   if (options_.sync_bn) model::convert_sync_batchnorm(*model);
-  auto wrapped = model::model_wrappers().build(options_.model_wrapper, std::move(model),
-                                               "MMFullyShardedDataParallel");
+  registry::Json wrapper_config = options_.model_wrapper;
+  if (options_.skip_init_weights) wrapper_config["skip_init_weights"] = true;
+  auto wrapped =
+      model::model_wrappers().build(wrapper_config, std::move(model), "MMFullyShardedDataParallel");
   if (!dynamic_cast<model::MMFullyShardedDataParallel*>(wrapped.get())) {
     throw registry::ConfigError(dist::on_rank(
         dist::get_rank(),

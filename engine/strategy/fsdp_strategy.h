@@ -31,6 +31,11 @@ struct FSDPStrategyOptions {
   // before wrapping, as DDPStrategy does. (mmengine's FSDPStrategy takes
   // the key from DDPStrategy and ignores it.)
   std::optional<std::string> sync_bn;
+  // mmengine's skip_init_weights: the model's deferred modules
+  // (engine/model/init/deferred.h) are left as zeros for load_checkpoint or
+  // resume to fill, and training before either is InvalidArgument
+  // (FSDPOptions::skip_init_weights). Only with MMFullyShardedDataParallel.
+  bool skip_init_weights = false;
 };
 
 // mmengine's FSDPStrategy. prepare() wraps the model, then builds the

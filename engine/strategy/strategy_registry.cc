@@ -110,6 +110,12 @@ void add_builtin_strategies(StrategyRegistry& registry) {
     FSDPStrategyOptions options;
     options.model_wrapper = config.get("model_wrapper", options.model_wrapper);
     options.sync_bn = config.get_optional<std::string>("sync_bn");
+    options.skip_init_weights = config.get("skip_init_weights", options.skip_init_weights);
+    if (options.skip_init_weights && options.model_wrapper.is_object() &&
+        options.model_wrapper.value("type", "MMFullyShardedDataParallel") !=
+            "MMFullyShardedDataParallel") {
+      config.fail("key \"skip_init_weights\" needs the MMFullyShardedDataParallel model_wrapper");
+    }
     if (const auto type = config.get_optional<std::string>("state_dict_type")) {
       options.state_dict_type = parse_state_dict_type(*type);
     }

@@ -2,24 +2,30 @@
 // any world size, under any sharding strategy or ZeRO stage, with the saved
 // parameters and optimizer state, exactly, and training goes on as the
 // saving run does; a full save loads into DDP and single-device
-// strategies; damaged directories are refused on every rank.
+// strategies; damaged directories are refused on every rank; a model whose
+// initialisation was skipped trains only once a checkpoint has filled it.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/zeros_like.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
+#include "engine/dist/errors.h"
 #include "engine/io/file_system.h"
 #include "engine/model/batch_norm.h"
+#include "engine/model/init/deferred.h"
 #include "engine/optim/optimizer_state.h"
 #include "engine/registry/registry.h"
 #include "engine/strategy/fsdp_strategy.h"
@@ -44,6 +50,8 @@ struct RunSetup {
   int64_t hidden = 5;
   std::string state_dict_type = "sharded";
   Json mixed_precision;  // FSDP's, as mmengine writes it; null: none
+  // FSDPStrategy's skip_init_weights, the model deferred before prepare().
+  bool skip_init_weights = false;
 };
 
 std::string fresh_dir(const std::string& name) {
@@ -72,6 +80,7 @@ std::shared_ptr<BaseStrategy> make_strategy(std::string type, const RunSetup& se
     if (!setup.mixed_precision.is_null()) wrapper["mixed_precision"] = setup.mixed_precision;
     config["model_wrapper"] = wrapper;
     config["state_dict_type"] = setup.state_dict_type;
+    if (setup.skip_init_weights) config["skip_init_weights"] = true;
   }
   if (type == "DDPStrategy") config["sync_bn"] = "torch";
   return engine::strategy::strategies().build(config);
@@ -85,6 +94,7 @@ const engine::strategy::Prepared& prepare(BaseStrategy& strategy, const RunSetup
   auto model =
       std::make_shared<examples::Classifier>(examples::ClassifierOptions{3, setup.hidden, 2}, rng);
   engine::model::convert_sync_batchnorm(*model);
+  if (setup.skip_init_weights) engine::model::init::defer(*model);
   Json optimizer = {{"type", setup.optimizer}, {"lr", 0.05}};
   if (setup.optimizer == "SGD") optimizer["momentum"] = 0.9;
   return strategy.prepare(model, {{"optimizer", optimizer}});
@@ -442,6 +452,89 @@ TEST(FsdpCheckpointTest, ASaveInsideAnAccumulationGroupResumesOnlyAtItsWorldSize
     return std::string();
   });
   expect_every_rank_says(errors, "was saved inside a gradient accumulation group by 2 ranks");
+}
+
+std::vector<at::Tensor> values_of(const std::map<std::string, at::Tensor>& named) {
+  std::vector<at::Tensor> out;
+  for (const auto& item : named) out.push_back(item.second);
+  return out;
+}
+
+// mmengine's skip_init_weights: the deferred model is left as zeros, a
+// train step before a checkpoint fills it is refused on every rank, and once
+// resumed it trains as the run that saved the checkpoint.
+TEST(FsdpCheckpointTest, SkippedInitialisationTrainsOnlyOnceACheckpointFillsIt) {
+  RunSetup setup;
+  const std::string path = fresh_dir("skip_init.pth");
+  const int world = harness::max_world_size(3);
+  const auto saving = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int) {
+    auto strategy = make_strategy("FSDPStrategy", setup);
+    const auto& parts = prepare(*strategy, setup, 1);
+    train(parts, 0, 2, world);
+    strategy->save_checkpoint(path, {2, 0});
+    train(parts, 2, 4, world);
+    return values_of(full_parameters(parts));
+  });
+  RunSetup skipping = setup;
+  skipping.skip_init_weights = true;
+  const auto resumed = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int) {
+    auto strategy = make_strategy("FSDPStrategy", skipping);
+    const auto& parts = prepare(*strategy, skipping, 2);
+    for (const auto& [name, value] : full_parameters(parts)) {
+      EXPECT_TRUE(at::equal(value, at::zeros_like(value))) << name << " before loading";
+    }
+    try {
+      train(parts, 2, 3, world);
+      ADD_FAILURE() << "trained on weights nothing initialised";
+    } catch (const engine::dist::InvalidArgument& error) {
+      EXPECT_NE(std::string(error.what()).find("skip_init_weights left \""), std::string::npos)
+          << error.what();
+    }
+    EXPECT_EQ(strategy->resume(path).progress.iter, 2);
+    train(parts, 2, 4, world);
+    return values_of(full_parameters(parts));
+  });
+  for (int rank = 0; rank < world; ++rank) {
+    ASSERT_EQ(resumed[rank].size(), saving[rank].size());
+    for (size_t i = 0; i < saving[rank].size(); ++i) {
+      EXPECT_TRUE(at::equal(resumed[rank][i], saving[rank][i])) << "rank " << rank << ", " << i;
+    }
+  }
+}
+
+TEST(FsdpCheckpointTest, SkipInitWeightsMistakesAreNamed) {
+  auto config_error = [](const Json& config) -> std::string {
+    try {
+      engine::strategy::strategies().build(config);
+    } catch (const engine::registry::ConfigError& error) {
+      return error.what();
+    }
+    return "built";
+  };
+  EXPECT_NE(config_error({{"type", "FSDPStrategy"}, {"skip_init_weights", "yes"}})
+                .find("skip_init_weights"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"type", "FSDPStrategy"},
+                          {"skip_init_weights", true},
+                          {"model_wrapper", {{"type", "MMZeroDataParallel"}}}})
+                .find("needs the MMFullyShardedDataParallel model_wrapper"),
+            std::string::npos);
+  harness::run_ranks(2, [&](int) {
+    auto strategy = engine::strategy::strategies().build(
+        {{"type", "FSDPStrategy"},
+         {"skip_init_weights", true},
+         {"model_wrapper", {{"param_init_fn", "normal_init"}}}});
+    strategy->setup_env();
+    auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
+    auto model = std::make_shared<examples::Classifier>(examples::ClassifierOptions{3, 4, 2}, rng);
+    try {
+      strategy->prepare(model, {{"optimizer", {{"type", "SGD"}, {"lr", 0.1}}}});
+      ADD_FAILURE() << "skip_init_weights and param_init_fn both taken";
+    } catch (const engine::dist::InvalidArgument& error) {
+      EXPECT_NE(std::string(error.what()).find("give one of the two"), std::string::npos)
+          << error.what();
+    }
+  });
 }
 
 TEST(FsdpCheckpointTest, AnUnknownStateDictTypeIsNamed) {

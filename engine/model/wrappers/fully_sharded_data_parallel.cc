@@ -198,7 +198,17 @@ void MMFullyShardedDataParallel::place_on_device() {
                   "the CPU"));
   }
   const auto deferred = init::deferred_names(module());
-  if (!deferred.empty() && !options_.param_init_fn) {
+  if (options_.skip_init_weights && options_.param_init_fn) {
+    throw dist::InvalidArgument(dist::on_rank(
+        rank, std::string(kWrapper) +
+                  ": skip_init_weights leaves the weights to a checkpoint and param_init_fn "
+                  "initialises them; give one of the two"));
+  }
+  if (options_.skip_init_weights && !deferred.empty()) {
+    skipped_init_ = "\"" + deferred.front() + "\" and " + std::to_string(deferred.size() - 1) +
+                    " other tensor(s)";
+  }
+  if (!deferred.empty() && !options_.param_init_fn && !options_.skip_init_weights) {
     throw dist::InvalidArgument(dist::on_rank(
         rank, std::string(kWrapper) + ": \"" + deferred.front() + "\" and " +
                   std::to_string(deferred.size() - 1) +
@@ -236,7 +246,9 @@ void MMFullyShardedDataParallel::initialize_deferred(
   const c10::Device device =
       options_.cpu_offload ? c10::Device(c10::kCPU) : options_.device_id.value_or(c10::kCPU);
   for (auto* module : modules) {
-    if (init::materialize(*module, device)) options_.param_init_fn(*module);
+    if (init::materialize(*module, device) && options_.param_init_fn) {
+      options_.param_init_fn(*module);
+    }
   }
 }
 
@@ -399,6 +411,13 @@ TensorDict MMFullyShardedDataParallel::without_backward(Step step) {
 
 TensorDict MMFullyShardedDataParallel::train_step(const TensorDict& data,
                                                   optim::OptimWrapper& optim_wrapper) {
+  if (skipped_init_) {
+    throw dist::InvalidArgument(dist::on_rank(
+        group_->my_global_rank(),
+        std::string(kWrapper) + ": skip_init_weights left " + *skipped_init_ +
+            " as zeros; load a checkpoint (the strategy's load_checkpoint or resume) before "
+            "training"));
+  }
   auto scope = optim_wrapper.optim_context(scheme_.no_sync_inside_accumulation ? this : nullptr);
   ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss), group_);
   optim_wrapper.update_params(parsed.loss);
@@ -683,6 +702,7 @@ void MMFullyShardedDataParallel::load_local_shards(
     unit->load_local_shards({next, end});
     next = end;
   }
+  skipped_init_.reset();
 }
 
 FSDPMemory MMFullyShardedDataParallel::memory() const {

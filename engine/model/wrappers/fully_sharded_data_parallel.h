@@ -103,9 +103,17 @@ struct FSDPOptions {
   // model never exists on a rank. With
   // sync_module_states each unit is then broadcast from the group's first
   // rank, else each rank keeps its own values, as PyTorch does. Deferred
-  // state and no param_init_fn is InvalidArgument. Modules that are not
-  // deferred are left as they are (PyTorch calls it on meta modules only).
+  // state and no param_init_fn is InvalidArgument, unless
+  // skip_init_weights. Modules that are not deferred are left as they are
+  // (PyTorch calls it on meta modules only).
   std::function<void(torch::nn::Module&)> param_init_fn;
+  // mmengine's FSDPStrategy skip_init_weights, for weights a checkpoint will
+  // fill: deferred state gets its storage (zeros) unit by unit as above and
+  // nothing initialises it. Until load_local_shards (FSDPStrategy's
+  // load_checkpoint or resume) fills the shards, train_step is
+  // InvalidArgument naming a tensor left as zeros. With param_init_fn it is
+  // InvalidArgument; a module with no deferred state is left as it is.
+  bool skip_init_weights = false;
   // PyTorch's device_id: the module's parameters and buffers are moved there
   // before sharding, and deferred ones allocated there. Unset: they stay
   // where they are (deferred ones: the CPU). A CUDA device without CUDA is
@@ -270,6 +278,9 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   std::optional<size_t> next_backward_unit(size_t unit) const;
 
   FSDPOptions options_;
+  // What skip_init_weights left as zeros ("name" and how many others),
+  // until load_local_shards.
+  std::optional<std::string> skipped_init_;
   UnitScheme scheme_;
   sharding::UnitMemory unit_memory_;
   std::vector<std::unique_ptr<sharding::FlatUnit>> units_;

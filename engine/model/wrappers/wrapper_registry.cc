@@ -156,6 +156,7 @@ std::shared_ptr<ModelWrapper> build_fsdp(registry::ConfigReader& config,
   options.forward_prefetch = config.get("forward_prefetch", options.forward_prefetch);
   options.limit_all_gathers = config.get("limit_all_gathers", options.limit_all_gathers);
   options.param_init_fn = param_init_fn(config);
+  options.skip_init_weights = config.get("skip_init_weights", options.skip_init_weights);
   options.device_id = device_id(config);
   options.cpu_offload = cpu_offload(config);
   // Accepted for mmengine configs; the wrapper always keeps the original
