@@ -151,6 +151,8 @@ set(DIST_ENGINE_SOURCES
     engine/optim/loss_scaler.h
     engine/optim/optim_wrapper.cc
     engine/optim/optim_wrapper.h
+    engine/optim/optim_wrapper_dict.cc
+    engine/optim/optim_wrapper_dict.h
     engine/optim/optimizer_state.cc
     engine/optim/optimizer_state.h
     engine/optim/param_scheduler.cc
@@ -434,6 +436,7 @@ set(DIST_ENGINE_UNIT_TEST_SOURCES
     engine/optim/amp_optim_wrapper_test.cc
     engine/optim/builders_test.cc
     engine/optim/fused_adam_test.cc
+    engine/optim/optim_wrapper_dict_test.cc
     engine/optim/optimizer_state_test.cc
     engine/registry/registry_test.cc
 )

@@ -7,6 +7,7 @@
 #include "engine/dist/helpers.h"
 #include "engine/dist/info.h"
 #include "engine/optim/optim_wrapper.h"
+#include "engine/optim/optim_wrapper_dict.h"
 
 namespace engine::model {
 
@@ -62,6 +63,16 @@ TensorDict BaseModel::train_step(const TensorDict& data, optim::OptimWrapper& op
   ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss));
   optim_wrapper.update_params(parsed.loss);
   return parsed.log_vars;
+}
+
+TensorDict BaseModel::train_step(const TensorDict&, optim::OptimWrapperDict& optim_wrappers) {
+  throw dist::InvalidArgument(dist::on_rank(
+      dist::get_rank(),
+      "this model trains with one optimizer wrapper, but optim_wrapper holds " +
+          std::to_string(optim_wrappers.size()) +
+          " (an OptimWrapperDict); give it one, or override train_step(data, OptimWrapperDict&) "
+          "to step each part with its own (under a wrapper, MMSeparateDistributedDataParallel "
+          "passes the dict on)"));
 }
 
 TensorDict BaseModel::val_step(const TensorDict& data) {

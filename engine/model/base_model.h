@@ -10,7 +10,8 @@
 
 namespace engine::optim {
 class OptimWrapper;
-}
+class OptimWrapperDict;
+}  // namespace engine::optim
 
 namespace engine::model {
 
@@ -52,6 +53,11 @@ class BaseModel : public torch::nn::Module {
   // preprocess -> forward("loss") -> parse_losses -> update_params; returns
   // the log values.
   virtual TensorDict train_step(const TensorDict& data, optim::OptimWrapper& optim_wrapper);
+  // With several optimizer wrappers (optim_wrapper configured as a dict of
+  // them): a model that has them overrides this and steps each part with
+  // its own wrapper, as mmengine's GAN models do. Here: InvalidArgument,
+  // the model training with one wrapper.
+  virtual TensorDict train_step(const TensorDict& data, optim::OptimWrapperDict& optim_wrappers);
   // preprocess -> forward("predict"), without gradients.
   virtual TensorDict val_step(const TensorDict& data);
   virtual TensorDict test_step(const TensorDict& data);

@@ -31,11 +31,15 @@ void restore_row(at::Generator& generator, const at::Tensor& rows) {
   generator.set_state(rows[dist::get_rank()].clone());
 }
 
-// Stopped inside an accumulation group, the gradients summed so far are part
-// of the state, and each rank's differ (no sync before the group ends).
-Dict pending_gradients(torch::nn::Module& module, const optim::OptimWrapper& wrapper) {
+// Stopped inside an accumulation group (of any of the wrappers), the
+// gradients summed so far are part of the state, and each rank's differ (no
+// sync before the group ends).
+Dict pending_gradients(torch::nn::Module& module,
+                       const std::vector<std::pair<std::string, optim::OptimWrapper*>>& wrappers) {
   Dict out = empty_extra();
-  if (wrapper.should_update()) return out;
+  bool inside_group = false;
+  for (const auto& item : wrappers) inside_group = inside_group || !item.second->should_update();
+  if (!inside_group) return out;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const at::Tensor& grad = item.value().grad();
     const at::Tensor mine = grad.defined() ? grad.detach() : at::zeros_like(item.value());
@@ -89,7 +93,7 @@ at::Tensor BaseStrategy::my_row(const at::Tensor& rows, const std::string& path,
 }
 
 Dict BaseStrategy::pending_gradients() {
-  return strategy::pending_gradients(module(), *prepared().optim_wrapper);
+  return strategy::pending_gradients(module(), optim_wrappers_by_name());
 }
 
 void BaseStrategy::restore_pending_gradients(const Dict& saved, const std::string& path) {
@@ -121,18 +125,39 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
   if (!gradients.empty()) training.insert("pending_gradients", gradients);
   const Dict wrapper = wrapper_state();
   if (!wrapper.empty()) training.insert("wrapper", wrapper);
-  const Dict optim_wrapper = parts.optim_wrapper->state();
+  const Dict optim_wrapper = by_wrapper_name([](optim::OptimWrapper& wrapper) -> c10::IValue {
+                               const Dict state = wrapper.state();
+                               return state.empty() ? c10::IValue() : c10::IValue(state);
+                             }).toGenericDict();
   if (!optim_wrapper.empty()) training.insert("optim_wrapper", optim_wrapper);
   training.insert("extra", extra.copy());
-  optim::consolidate_if_sharded(parts.optim_wrapper->optimizer());
+  for (const auto& item : optim_wrappers_by_name()) {
+    optim::consolidate_if_sharded(item.second->optimizer());
+  }
   write_checkpoint(path, training);
+}
+
+c10::IValue BaseStrategy::by_wrapper_name(
+    const std::function<c10::IValue(optim::OptimWrapper&)>& value_of) const {
+  if (!prepared().optim_wrappers) {
+    const c10::IValue value = value_of(*prepared().optim_wrapper);
+    return value.isNone() ? c10::IValue(empty_extra()) : value;
+  }
+  Dict out = empty_extra();
+  for (const auto& [name, wrapper] : optim_wrappers_by_name()) {
+    const c10::IValue value = value_of(*wrapper);
+    if (!value.isNone()) out.insert(name, value);
+  }
+  return out;
 }
 
 void BaseStrategy::write_checkpoint(const std::string& path, Dict training) {
   write_single_file(
       path, std::move(training), [this] { return checkpoint::state_dict(module()); },
       [this] {
-        return optim::to_state_dict(optim::optimizer_state(prepared().optim_wrapper->optimizer()));
+        return by_wrapper_name([](optim::OptimWrapper& wrapper) -> c10::IValue {
+          return optim::to_state_dict(optim::optimizer_state(wrapper.optimizer()));
+        });
       });
 }
 
@@ -164,33 +189,66 @@ c10::IValue BaseStrategy::checkpoint_entry(const Dict& content, const std::strin
 
 optim::OptimizerState BaseStrategy::optimizer_entry(const Dict& content, const std::string& key,
                                                     const std::string& path) {
-  const c10::IValue entry = checkpoint_entry(content, key, path);
+  return optimizer_value(checkpoint_entry(content, key, path),
+                         "checkpoint " + path + "'s \"" + key + "\" entry");
+}
+
+optim::OptimizerState BaseStrategy::optimizer_value(const c10::IValue& entry,
+                                                    const std::string& what) {
   if (entry.isTensor()) {
     throw checkpoint::CheckpointError(dist::on_rank(
         dist::get_rank(),
-        "checkpoint " + path + ": its \"" + key +
-            "\" entry is LibTorch's optimizer archive, which an engine before the state_dict "
-            "layout wrote; this engine does not load it (loading one compiles and runs the "
-            "TorchScript inside it). Resume from the weights (load_from) instead"));
+        what + " is LibTorch's optimizer archive, which an engine before the state_dict layout "
+               "wrote; this engine does not load it (loading one compiles and runs the TorchScript "
+               "inside it). Resume from the weights (load_from) instead"));
   }
   try {
-    return optim::from_state_dict(entry, "checkpoint " + path + "'s \"" + key + "\" entry");
+    return optim::from_state_dict(entry, what);
   } catch (const dist::InvalidArgument& error) {
     throw checkpoint::CheckpointError(dist::on_rank(dist::get_rank(), error.what()));
   }
 }
 
+void BaseStrategy::for_each_saved_wrapper(
+    const c10::IValue& entry, const std::string& key, const std::string& path, bool required,
+    const std::function<void(optim::OptimWrapper&, const c10::IValue&, const std::string&)>& load)
+    const {
+  const std::string what = "checkpoint " + path + "'s \"" + key + "\" entry";
+  if (!prepared().optim_wrappers) {
+    load(*prepared().optim_wrapper, entry, what);
+    return;
+  }
+  if (!entry.isGenericDict()) {
+    throw checkpoint::CheckpointError(dist::on_rank(
+        dist::get_rank(), what + " is not a dict of the optimizer wrappers' by name"));
+  }
+  const Dict saved = entry.toGenericDict();
+  for (const auto& [name, wrapper] : optim_wrappers_by_name()) {
+    if (saved.contains(name)) {
+      load(*wrapper, saved.at(name), what + " for \"" + name + "\"");
+    } else if (required) {
+      throw checkpoint::CheckpointError(dist::on_rank(
+          dist::get_rank(), what + " has nothing for the optimizer wrapper \"" + name +
+                                "\": it was saved with other optimizer wrappers, or with one"));
+    }
+  }
+}
+
 void BaseStrategy::restore_optim_wrapper_state(const c10::IValue& saved, const std::string& path) {
-  const std::string entry = "checkpoint " + path + ": its \"optim_wrapper\" entry";
-  if (!saved.isGenericDict()) {
-    throw checkpoint::CheckpointError(dist::on_rank(dist::get_rank(), entry + " is not a dict"));
-  }
-  try {
-    prepared().optim_wrapper->load_state(saved.toGenericDict());
-  } catch (const dist::InvalidArgument& error) {
-    // The wrapper's error already names the rank.
-    throw checkpoint::CheckpointError(entry + " cannot be restored: " + error.what());
-  }
+  for_each_saved_wrapper(
+      saved, "optim_wrapper", path, /*required=*/false,
+      [](optim::OptimWrapper& wrapper, const c10::IValue& value, const std::string& what) {
+        if (!value.isGenericDict()) {
+          throw checkpoint::CheckpointError(
+              dist::on_rank(dist::get_rank(), what + " is not a dict"));
+        }
+        try {
+          wrapper.load_state(value.toGenericDict());
+        } catch (const dist::InvalidArgument& error) {
+          // The wrapper's error already names the rank.
+          throw checkpoint::CheckpointError(what + " cannot be restored: " + error.what());
+        }
+      });
 }
 
 Dict BaseStrategy::read_checkpoint(const std::string& path, const LoadOptions& options,
@@ -202,8 +260,11 @@ Dict BaseStrategy::read_checkpoint(const std::string& path, const LoadOptions& o
   checkpoint::load_state_dict(module(), checkpoint::revise_keys(weights, options.revise_keys),
                               options.strict, path);
   if (with_optimizer) {
-    optim::load_optimizer_state(prepared().optim_wrapper->optimizer(),
-                                optimizer_entry(content, "optimizer", path));
+    for_each_saved_wrapper(
+        checkpoint_entry(content, "optimizer", path), "optimizer", path, /*required=*/true,
+        [](optim::OptimWrapper& wrapper, const c10::IValue& value, const std::string& what) {
+          optim::load_optimizer_state(wrapper.optimizer(), optimizer_value(value, what));
+        });
   }
   return content;
 }

@@ -56,6 +56,7 @@ class FSDPStrategy : public BaseStrategy {
 
  protected:
   std::shared_ptr<model::BaseModel> wrap_model(std::shared_ptr<model::BaseModel> model) override;
+  bool takes_several_optim_wrappers() const override { return false; }
   void write_checkpoint(const std::string& path, c10::impl::GenericDict training) override;
   c10::impl::GenericDict read_checkpoint(const std::string& path, const LoadOptions& options,
                                          bool with_optimizer) override;

@@ -11,6 +11,44 @@
 #include "engine/optim/builders.h"
 
 namespace engine::strategy {
+namespace {
+
+// mmengine's rule: without "optimizer" and "constructor" (and here "type")
+// the config is one of several wrappers.
+bool is_wrapper_dict(const registry::Json& config) {
+  if (!config.is_object() || config.empty()) return false;
+  for (const char* key : {"type", "optimizer", "constructor"}) {
+    if (config.contains(key)) return false;
+  }
+  for (const auto& item : config.items()) {
+    if (!item.value().is_object()) return false;
+  }
+  return true;
+}
+
+std::shared_ptr<optim::OptimWrapperDict> build_wrapper_dict(const registry::Json& config,
+                                                            torch::nn::Module& module) {
+  const auto children = module.named_children();
+  std::vector<optim::OptimWrapperDict::Item> wrappers;
+  for (const auto& item : config.items()) {
+    const auto* child = children.find(item.key());
+    if (!child) {
+      std::string names;
+      for (const auto& known : children) names += (names.empty() ? "" : ", ") + known.key();
+      throw registry::ConfigError(dist::on_rank(
+          dist::get_rank(), "optim_wrapper: \"" + item.key() +
+                                "\" names no child module of the model (its children: " +
+                                (names.empty() ? "none" : names) +
+                                "); with several optimizer wrappers each key names the child "
+                                "whose parameters it steps"));
+    }
+    wrappers.emplace_back(
+        item.key(), optim::build_optim_wrapper(item.value(), model::unique_parameters(**child)));
+  }
+  return std::make_shared<optim::OptimWrapperDict>(std::move(wrappers));
+}
+
+}  // namespace
 
 Extra empty_extra() { return Extra(c10::StringType::get(), c10::AnyType::get()); }
 
@@ -60,20 +98,42 @@ const Prepared& BaseStrategy::prepare_with(std::shared_ptr<model::BaseModel> mod
                                            const SchedulerFor& param_scheduler) {
   if (prepared_) return *prepared_;
   setup_env();
+  const bool several_wrappers = is_wrapper_dict(optim_wrapper);
+  if (several_wrappers) check_several_wrappers_allowed(static_cast<bool>(param_scheduler));
   Prepared out;
   out.model = wrap_model(std::move(model));
+  auto* wrapper = dynamic_cast<model::ModelWrapper*>(out.model.get());
+  model::BaseModel& unwrapped = wrapper ? wrapper->module() : *out.model;
   if (activation_checkpointing_) {
     model::CheckpointSelection selection = *activation_checkpointing_;
     selection.options.generators.push_back(generator_);
-    auto* wrapper = dynamic_cast<model::ModelWrapper*>(out.model.get());
-    checkpointed_ = std::make_unique<model::CheckpointedModules>(
-        wrapper ? wrapper->module() : *out.model, std::move(selection));
+    checkpointed_ = std::make_unique<model::CheckpointedModules>(unwrapped, std::move(selection));
   }
-  out.optim_wrapper =
-      optim::build_optim_wrapper(optim_wrapper, model::unique_parameters(*out.model));
-  if (param_scheduler) out.param_scheduler = param_scheduler(out.optim_wrapper->optimizer());
+  if (several_wrappers) {
+    out.optim_wrappers = build_wrapper_dict(optim_wrapper, unwrapped);
+  } else {
+    out.optim_wrapper =
+        optim::build_optim_wrapper(optim_wrapper, model::unique_parameters(*out.model));
+    if (param_scheduler) out.param_scheduler = param_scheduler(out.optim_wrapper->optimizer());
+  }
   prepared_ = std::move(out);
   return *prepared_;
+}
+
+void BaseStrategy::check_several_wrappers_allowed(bool with_scheduler) const {
+  if (!takes_several_optim_wrappers()) {
+    throw registry::ConfigError(
+        dist::on_rank(dist::get_rank(),
+                      "optim_wrapper: this strategy shards one optimizer's state, so it takes "
+                      "one optimizer wrapper; for several (an OptimWrapperDict) use "
+                      "DDPStrategy or SingleDeviceStrategy"));
+  }
+  if (with_scheduler) {
+    throw registry::ConfigError(
+        dist::on_rank(dist::get_rank(),
+                      "param_scheduler: schedulers for several optimizer wrappers are not "
+                      "supported yet; set each wrapper's learning rate in the model"));
+  }
 }
 
 void BaseStrategy::set_activation_checkpointing(model::CheckpointSelection selection) {
@@ -94,6 +154,17 @@ const Prepared& BaseStrategy::prepared() const {
         dist::on_rank(dist::get_rank(), "the strategy has no model yet: call prepare() first"));
   }
   return *prepared_;
+}
+
+std::vector<std::pair<std::string, optim::OptimWrapper*>> BaseStrategy::optim_wrappers_by_name()
+    const {
+  const Prepared& parts = prepared();
+  if (!parts.optim_wrappers) return {{"", parts.optim_wrapper.get()}};
+  std::vector<std::pair<std::string, optim::OptimWrapper*>> out;
+  for (const auto& [name, wrapper] : parts.optim_wrappers->items()) {
+    out.emplace_back(name, wrapper.get());
+  }
+  return out;
 }
 
 model::BaseModel& BaseStrategy::module() {

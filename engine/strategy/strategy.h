@@ -14,6 +14,7 @@
 #include "engine/model/activation_checkpoint/checkpointed_modules.h"
 #include "engine/model/base_model.h"
 #include "engine/optim/optim_wrapper.h"
+#include "engine/optim/optim_wrapper_dict.h"
 #include "engine/optim/optimizer_state.h"
 #include "engine/optim/param_scheduler.h"
 #include "engine/registry/registry.h"
@@ -54,7 +55,14 @@ struct TrainProgress {
 // optimizer wrapper over its parameters, the scheduler (may be null).
 struct Prepared {
   std::shared_ptr<model::BaseModel> model;
+  // Null when optim_wrappers holds several.
   std::shared_ptr<optim::OptimWrapper> optim_wrapper;
+  // mmengine's OptimWrapperDict, when the optim_wrapper config is an object
+  // of wrapper configs by the names of the model's children (no "type",
+  // "optimizer" or "constructor" key), each over its child's parameters:
+  // {"generator": {"optimizer": ...}, "discriminator": {...}}. The model's
+  // train_step(data, OptimWrapperDict&) steps them. Null with one wrapper.
+  std::shared_ptr<optim::OptimWrapperDict> optim_wrappers;
   std::shared_ptr<optim::MultiStepLR> param_scheduler;
 };
 
@@ -139,6 +147,12 @@ class BaseStrategy {
 
  protected:
   virtual std::shared_ptr<model::BaseModel> wrap_model(std::shared_ptr<model::BaseModel> model) = 0;
+  // Whether prepare() takes several optimizer wrappers (an OptimWrapperDict
+  // config); a strategy that shards the optimizer's state by parameter
+  // takes one.
+  virtual bool takes_several_optim_wrappers() const { return true; }
+  // The prepared optimizer wrappers by name: ("", the wrapper) with one.
+  std::vector<std::pair<std::string, optim::OptimWrapper*>> optim_wrappers_by_name() const;
 
   // Writes the model, the optimizer and `training` (meta, schedulers, RNG
   // states, extra; built on every rank) to `path`. Collective. The default
@@ -180,6 +194,22 @@ class BaseStrategy {
   // the file, the key and what is wrong with it.
   static optim::OptimizerState optimizer_entry(const c10::impl::GenericDict& content,
                                                const std::string& key, const std::string& path);
+  // The optimizer state `entry` holds, or a CheckpointError starting with
+  // `what` (where it came from).
+  static optim::OptimizerState optimizer_value(const c10::IValue& entry, const std::string& what);
+  // value_of(wrapper) for each prepared optimizer wrapper, as a checkpoint
+  // keeps it: the value itself with one wrapper (None as an empty dict);
+  // with several, a dict by name without the Nones.
+  c10::IValue by_wrapper_name(
+      const std::function<c10::IValue(optim::OptimWrapper&)>& value_of) const;
+  // The inverse: load(wrapper, its part of `entry`, where that came from)
+  // for each prepared wrapper. With several, `entry` must be a dict by name
+  // and, if `required`, hold every name; else a CheckpointError naming the
+  // file, the `key` entry and the wrapper.
+  void for_each_saved_wrapper(
+      const c10::IValue& entry, const std::string& key, const std::string& path, bool required,
+      const std::function<void(optim::OptimWrapper&, const c10::IValue&, const std::string&)>& load)
+      const;
 
  private:
   using SchedulerFor =
@@ -187,6 +217,9 @@ class BaseStrategy {
   const Prepared& prepare_with(std::shared_ptr<model::BaseModel> model,
                                const registry::Json& optim_wrapper,
                                const SchedulerFor& param_scheduler);
+  // ConfigError unless this strategy takes several optimizer wrappers
+  // without a scheduler.
+  void check_several_wrappers_allowed(bool with_scheduler) const;
   c10::impl::GenericDict rng_states();
   void restore_rng_states(const c10::impl::GenericDict& states, const std::string& path);
 

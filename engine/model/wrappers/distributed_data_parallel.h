@@ -65,6 +65,7 @@ class MMDistributedDataParallel : public ModelWrapper,
   // preprocess -> forward("loss") -> parse_losses -> update_params, inside
   // the optim wrapper's context (no sync on intermediate accumulation steps).
   TensorDict train_step(const TensorDict& data, optim::OptimWrapper& optim_wrapper) override;
+  using BaseModel::train_step;
 
   // Gradients accumulate locally for as long as the scope lives.
   optim::NoSyncScope no_sync() { return optim::NoSyncScope(this); }

@@ -187,6 +187,7 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   // the optim wrapper's context (no sync on intermediate accumulation steps,
   // unless the unit scheme reduces every backward).
   TensorDict train_step(const TensorDict& data, optim::OptimWrapper& optim_wrapper) override;
+  using BaseModel::train_step;
   TensorDict val_step(const TensorDict& data) override;
   TensorDict test_step(const TensorDict& data) override;
 

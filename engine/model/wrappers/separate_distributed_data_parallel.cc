@@ -47,6 +47,12 @@ TensorDict MMSeparateDistributedDataParallel::train_step(const TensorDict& data,
   return module().train_step(data, optim_wrapper);
 }
 
+TensorDict MMSeparateDistributedDataParallel::train_step(const TensorDict& data,
+                                                         optim::OptimWrapperDict& optim_wrappers) {
+  if (options_.broadcast_buffers) broadcast_buffers(module(), group_);
+  return module().train_step(data, optim_wrappers);
+}
+
 bool MMSeparateDistributedDataParallel::grad_sync_enabled() const {
   for (const auto& [name, reducer] : reducers_) {
     if (!reducer->grad_sync_enabled()) return false;

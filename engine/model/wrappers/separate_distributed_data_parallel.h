@@ -30,6 +30,8 @@ class MMSeparateDistributedDataParallel : public ModelWrapper, public optim::Gra
   }
   // The module's own train_step (it steps its optimizers itself).
   TensorDict train_step(const TensorDict& data, optim::OptimWrapper& optim_wrapper) override;
+  // The module's own train_step with every wrapper (mmengine's usual case).
+  TensorDict train_step(const TensorDict& data, optim::OptimWrapperDict& optim_wrappers) override;
 
   // No child syncs while the scope lives (mmengine's breaks with two or more
   // children; this one switches every child).
