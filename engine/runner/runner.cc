@@ -195,6 +195,7 @@ RunResult Runner::train() {
     result.last_log = parts_->optim_wrappers ? model.train_step(batch, *parts_->optim_wrappers)
                                              : model.train_step(batch, *parts_->optim_wrapper);
     if (parts_->param_scheduler) parts_->param_scheduler->step();
+    for (const auto& item : parts_->param_schedulers) item.second->step();
     result.train_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 

@@ -119,16 +119,22 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
   meta.insert("world_size", static_cast<int64_t>(dist::get_world_size()));
   Dict training = empty_extra();
   training.insert("meta", meta);
-  if (parts.param_scheduler) training.insert("param_schedulers", parts.param_scheduler->state());
+  if (parts.param_scheduler || !parts.param_schedulers.empty()) {
+    training.insert("param_schedulers",
+                    by_wrapper_name([this](const std::string& name, optim::OptimWrapper&) {
+                      return scheduler_of(name)->state();
+                    }));
+  }
   training.insert("rng", rng_states());
   const Dict gradients = pending_gradients();
   if (!gradients.empty()) training.insert("pending_gradients", gradients);
   const Dict wrapper = wrapper_state();
   if (!wrapper.empty()) training.insert("wrapper", wrapper);
-  const Dict optim_wrapper = by_wrapper_name([](optim::OptimWrapper& wrapper) -> c10::IValue {
-                               const Dict state = wrapper.state();
-                               return state.empty() ? c10::IValue() : c10::IValue(state);
-                             }).toGenericDict();
+  const Dict optim_wrapper =
+      by_wrapper_name([](const std::string&, optim::OptimWrapper& wrapper) -> c10::IValue {
+        const Dict state = wrapper.state();
+        return state.empty() ? c10::IValue() : c10::IValue(state);
+      }).toGenericDict();
   if (!optim_wrapper.empty()) training.insert("optim_wrapper", optim_wrapper);
   training.insert("extra", extra.copy());
   for (const auto& item : optim_wrappers_by_name()) {
@@ -138,24 +144,31 @@ void BaseStrategy::save_checkpoint(const std::string& path, const TrainProgress&
 }
 
 c10::IValue BaseStrategy::by_wrapper_name(
-    const std::function<c10::IValue(optim::OptimWrapper&)>& value_of) const {
+    const std::function<c10::IValue(const std::string&, optim::OptimWrapper&)>& value_of) const {
   if (!prepared().optim_wrappers) {
-    const c10::IValue value = value_of(*prepared().optim_wrapper);
+    const c10::IValue value = value_of("", *prepared().optim_wrapper);
     return value.isNone() ? c10::IValue(empty_extra()) : value;
   }
   Dict out = empty_extra();
   for (const auto& [name, wrapper] : optim_wrappers_by_name()) {
-    const c10::IValue value = value_of(*wrapper);
+    const c10::IValue value = value_of(name, *wrapper);
     if (!value.isNone()) out.insert(name, value);
   }
   return out;
+}
+
+optim::MultiStepLR* BaseStrategy::scheduler_of(const std::string& name) const {
+  const Prepared& parts = prepared();
+  if (name.empty()) return parts.param_scheduler.get();
+  const auto found = parts.param_schedulers.find(name);
+  return found == parts.param_schedulers.end() ? nullptr : found->second.get();
 }
 
 void BaseStrategy::write_checkpoint(const std::string& path, Dict training) {
   write_single_file(
       path, std::move(training), [this] { return checkpoint::state_dict(module()); },
       [this] {
-        return by_wrapper_name([](optim::OptimWrapper& wrapper) -> c10::IValue {
+        return by_wrapper_name([](const std::string&, optim::OptimWrapper& wrapper) -> c10::IValue {
           return optim::to_state_dict(optim::optimizer_state(wrapper.optimizer()));
         });
       });
@@ -211,11 +224,11 @@ optim::OptimizerState BaseStrategy::optimizer_value(const c10::IValue& entry,
 
 void BaseStrategy::for_each_saved_wrapper(
     const c10::IValue& entry, const std::string& key, const std::string& path, bool required,
-    const std::function<void(optim::OptimWrapper&, const c10::IValue&, const std::string&)>& load)
-    const {
+    const std::function<void(const std::string&, optim::OptimWrapper&, const c10::IValue&,
+                             const std::string&)>& load) const {
   const std::string what = "checkpoint " + path + "'s \"" + key + "\" entry";
   if (!prepared().optim_wrappers) {
-    load(*prepared().optim_wrapper, entry, what);
+    load("", *prepared().optim_wrapper, entry, what);
     return;
   }
   if (!entry.isGenericDict()) {
@@ -225,7 +238,7 @@ void BaseStrategy::for_each_saved_wrapper(
   const Dict saved = entry.toGenericDict();
   for (const auto& [name, wrapper] : optim_wrappers_by_name()) {
     if (saved.contains(name)) {
-      load(*wrapper, saved.at(name), what + " for \"" + name + "\"");
+      load(name, *wrapper, saved.at(name), what + " for \"" + name + "\"");
     } else if (required) {
       throw checkpoint::CheckpointError(dist::on_rank(
           dist::get_rank(), what + " has nothing for the optimizer wrapper \"" + name +
@@ -237,7 +250,8 @@ void BaseStrategy::for_each_saved_wrapper(
 void BaseStrategy::restore_optim_wrapper_state(const c10::IValue& saved, const std::string& path) {
   for_each_saved_wrapper(
       saved, "optim_wrapper", path, /*required=*/false,
-      [](optim::OptimWrapper& wrapper, const c10::IValue& value, const std::string& what) {
+      [](const std::string&, optim::OptimWrapper& wrapper, const c10::IValue& value,
+         const std::string& what) {
         if (!value.isGenericDict()) {
           throw checkpoint::CheckpointError(
               dist::on_rank(dist::get_rank(), what + " is not a dict"));
@@ -262,7 +276,8 @@ Dict BaseStrategy::read_checkpoint(const std::string& path, const LoadOptions& o
   if (with_optimizer) {
     for_each_saved_wrapper(
         checkpoint_entry(content, "optimizer", path), "optimizer", path, /*required=*/true,
-        [](optim::OptimWrapper& wrapper, const c10::IValue& value, const std::string& what) {
+        [](const std::string&, optim::OptimWrapper& wrapper, const c10::IValue& value,
+           const std::string& what) {
           optim::load_optimizer_state(wrapper.optimizer(), optimizer_value(value, what));
         });
   }
@@ -276,8 +291,12 @@ Dict BaseStrategy::load_checkpoint(const std::string& path, const LoadOptions& o
 Resumed BaseStrategy::resume(const std::string& path, const LoadOptions& options) {
   const Dict content = read_checkpoint(path, options, /*with_optimizer=*/true);
   const Prepared& parts = prepared();
-  if (parts.param_scheduler) {
-    parts.param_scheduler->load_state(checkpoint_entry(content, "param_schedulers", path));
+  if (parts.param_scheduler || !parts.param_schedulers.empty()) {
+    for_each_saved_wrapper(
+        checkpoint_entry(content, "param_schedulers", path), "param_schedulers", path,
+        /*required=*/true,
+        [this](const std::string& name, optim::OptimWrapper&, const c10::IValue& value,
+               const std::string&) { scheduler_of(name)->load_state(value); });
   }
   restore_rng_states(checkpoint_entry(content, "rng", path).toGenericDict(), path);
   if (content.contains("pending_gradients")) {

@@ -26,6 +26,37 @@ bool is_wrapper_dict(const registry::Json& config) {
   return true;
 }
 
+// mmengine's form for several wrappers: an object without "type", keyed by
+// the wrappers' names.
+bool keyed_by_wrapper(const registry::Json& param_scheduler) {
+  return param_scheduler.is_object() && !param_scheduler.contains("type");
+}
+
+// A param_scheduler keyed by wrapper names names every wrapper and no more.
+void check_scheduler_keys(const registry::Json& optim_wrapper,
+                          const registry::Json& param_scheduler) {
+  if (!keyed_by_wrapper(param_scheduler)) return;
+  auto fail = [](const std::string& what) {
+    throw registry::ConfigError(dist::on_rank(dist::get_rank(), "param_scheduler: " + what));
+  };
+  if (!is_wrapper_dict(optim_wrapper)) {
+    fail(
+        "lacks the required key \"type\" (keys by optimizer wrapper name need several "
+        "wrappers)");
+  }
+  for (const auto& item : param_scheduler.items()) {
+    if (!optim_wrapper.contains(item.key())) {
+      fail("\"" + item.key() + "\" is no optimizer wrapper's name");
+    }
+  }
+  for (const auto& item : optim_wrapper.items()) {
+    if (!param_scheduler.contains(item.key())) {
+      fail("has no scheduler for the optimizer wrapper \"" + item.key() +
+           "\"; keyed by wrapper name, it needs one for each");
+    }
+  }
+}
+
 std::shared_ptr<optim::OptimWrapperDict> build_wrapper_dict(const registry::Json& config,
                                                             torch::nn::Module& module) {
   const auto children = module.named_children();
@@ -78,8 +109,11 @@ const Prepared& BaseStrategy::prepare(std::shared_ptr<model::BaseModel> model,
                                       const std::optional<registry::Json>& param_scheduler) {
   SchedulerFor scheduler;
   if (param_scheduler) {
-    scheduler = [&](torch::optim::Optimizer& optimizer) {
-      return optim::param_schedulers().build(*param_scheduler, optimizer);
+    check_scheduler_keys(optim_wrapper, *param_scheduler);
+    scheduler = [&](const std::string& wrapper, torch::optim::Optimizer& optimizer) {
+      return optim::param_schedulers().build(
+          keyed_by_wrapper(*param_scheduler) ? param_scheduler->at(wrapper) : *param_scheduler,
+          optimizer);
     };
   }
   return prepare_with(std::move(model), optim_wrapper, scheduler);
@@ -88,9 +122,10 @@ const Prepared& BaseStrategy::prepare(std::shared_ptr<model::BaseModel> model,
 const Prepared& BaseStrategy::prepare(std::shared_ptr<model::BaseModel> model,
                                       const registry::Json& optim_wrapper,
                                       const optim::MultiStepLR& built_scheduler) {
-  return prepare_with(std::move(model), optim_wrapper, [&](torch::optim::Optimizer& optimizer) {
-    return built_scheduler.rebuilt_on(optimizer);
-  });
+  return prepare_with(std::move(model), optim_wrapper,
+                      [&](const std::string&, torch::optim::Optimizer& optimizer) {
+                        return built_scheduler.rebuilt_on(optimizer);
+                      });
 }
 
 const Prepared& BaseStrategy::prepare_with(std::shared_ptr<model::BaseModel> model,
@@ -99,7 +134,7 @@ const Prepared& BaseStrategy::prepare_with(std::shared_ptr<model::BaseModel> mod
   if (prepared_) return *prepared_;
   setup_env();
   const bool several_wrappers = is_wrapper_dict(optim_wrapper);
-  if (several_wrappers) check_several_wrappers_allowed(static_cast<bool>(param_scheduler));
+  if (several_wrappers) check_several_wrappers_allowed();
   Prepared out;
   out.model = wrap_model(std::move(model));
   auto* wrapper = dynamic_cast<model::ModelWrapper*>(out.model.get());
@@ -111,28 +146,25 @@ const Prepared& BaseStrategy::prepare_with(std::shared_ptr<model::BaseModel> mod
   }
   if (several_wrappers) {
     out.optim_wrappers = build_wrapper_dict(optim_wrapper, unwrapped);
+    for (const auto& [name, wrapper] : out.optim_wrappers->items()) {
+      if (param_scheduler) out.param_schedulers[name] = param_scheduler(name, wrapper->optimizer());
+    }
   } else {
     out.optim_wrapper =
         optim::build_optim_wrapper(optim_wrapper, model::unique_parameters(*out.model));
-    if (param_scheduler) out.param_scheduler = param_scheduler(out.optim_wrapper->optimizer());
+    if (param_scheduler) out.param_scheduler = param_scheduler("", out.optim_wrapper->optimizer());
   }
   prepared_ = std::move(out);
   return *prepared_;
 }
 
-void BaseStrategy::check_several_wrappers_allowed(bool with_scheduler) const {
+void BaseStrategy::check_several_wrappers_allowed() const {
   if (!takes_several_optim_wrappers()) {
     throw registry::ConfigError(
         dist::on_rank(dist::get_rank(),
                       "optim_wrapper: this strategy shards one optimizer's state, so it takes "
                       "one optimizer wrapper; for several (an OptimWrapperDict) use "
                       "DDPStrategy or SingleDeviceStrategy"));
-  }
-  if (with_scheduler) {
-    throw registry::ConfigError(
-        dist::on_rank(dist::get_rank(),
-                      "param_scheduler: schedulers for several optimizer wrappers are not "
-                      "supported yet; set each wrapper's learning rate in the model"));
   }
 }
 

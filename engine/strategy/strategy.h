@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,7 +64,13 @@ struct Prepared {
   // {"generator": {"optimizer": ...}, "discriminator": {...}}. The model's
   // train_step(data, OptimWrapperDict&) steps them. Null with one wrapper.
   std::shared_ptr<optim::OptimWrapperDict> optim_wrappers;
+  // The scheduler of optim_wrapper (may be null).
   std::shared_ptr<optim::MultiStepLR> param_scheduler;
+  // With optim_wrappers, each wrapper's scheduler by the wrapper's name:
+  // from a param_scheduler config keyed by those names (mmengine's form,
+  // an object without "type"), else the same config built for each. Empty
+  // without a scheduler.
+  std::map<std::string, std::shared_ptr<optim::MultiStepLR>> param_schedulers;
 };
 
 struct LoadOptions {
@@ -197,29 +204,34 @@ class BaseStrategy {
   // The optimizer state `entry` holds, or a CheckpointError starting with
   // `what` (where it came from).
   static optim::OptimizerState optimizer_value(const c10::IValue& entry, const std::string& what);
-  // value_of(wrapper) for each prepared optimizer wrapper, as a checkpoint
+  // value_of(name, wrapper) for each prepared optimizer wrapper, as a checkpoint
   // keeps it: the value itself with one wrapper (None as an empty dict);
   // with several, a dict by name without the Nones.
   c10::IValue by_wrapper_name(
-      const std::function<c10::IValue(optim::OptimWrapper&)>& value_of) const;
-  // The inverse: load(wrapper, its part of `entry`, where that came from)
-  // for each prepared wrapper. With several, `entry` must be a dict by name
-  // and, if `required`, hold every name; else a CheckpointError naming the
-  // file, the `key` entry and the wrapper.
+      const std::function<c10::IValue(const std::string&, optim::OptimWrapper&)>& value_of) const;
+  // The scheduler of the wrapper `name` ("" when it is the only one); null
+  // where there is none.
+  optim::MultiStepLR* scheduler_of(const std::string& name) const;
+  // The inverse: load(name, wrapper, its part of `entry`, where that came
+  // from) for each prepared wrapper (named "" when it is the only one). With
+  // several, `entry` must be a dict by name and, if `required`, hold every
+  // name; else a CheckpointError naming the file, the `key` entry and the
+  // wrapper.
   void for_each_saved_wrapper(
       const c10::IValue& entry, const std::string& key, const std::string& path, bool required,
-      const std::function<void(optim::OptimWrapper&, const c10::IValue&, const std::string&)>& load)
-      const;
+      const std::function<void(const std::string&, optim::OptimWrapper&, const c10::IValue&,
+                               const std::string&)>& load) const;
 
  private:
-  using SchedulerFor =
-      std::function<std::shared_ptr<optim::MultiStepLR>(torch::optim::Optimizer& optimizer)>;
+  // The scheduler of the wrapper called `wrapper` ("" when it is the only
+  // one).
+  using SchedulerFor = std::function<std::shared_ptr<optim::MultiStepLR>(
+      const std::string& wrapper, torch::optim::Optimizer& optimizer)>;
   const Prepared& prepare_with(std::shared_ptr<model::BaseModel> model,
                                const registry::Json& optim_wrapper,
                                const SchedulerFor& param_scheduler);
-  // ConfigError unless this strategy takes several optimizer wrappers
-  // without a scheduler.
-  void check_several_wrappers_allowed(bool with_scheduler) const;
+  // ConfigError unless this strategy takes several optimizer wrappers.
+  void check_several_wrappers_allowed() const;
   c10::impl::GenericDict rng_states();
   void restore_rng_states(const c10::impl::GenericDict& states, const std::string& path);
 

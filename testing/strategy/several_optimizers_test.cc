@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <torch/nn/functional/linear.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/optimizer.h>
 
 #include <filesystem>
 #include <functional>
@@ -111,6 +112,16 @@ Json two_wrappers() {
           {"discriminator", {{"optimizer", {{"type", "Adam"}, {"lr", 0.01}}}}}};
 }
 
+// Each wrapper's own schedule, keyed by its name as mmengine keys them.
+Json two_schedules() {
+  return {{"generator", {{"type", "MultiStepLR"}, {"milestones", {1}}, {"gamma", 0.5}}},
+          {"discriminator", {{"type", "MultiStepLR"}, {"milestones", {3}}, {"gamma", 0.25}}}};
+}
+
+double lr_of(engine::optim::OptimWrapper& wrapper) {
+  return wrapper.optimizer().param_groups()[0].options().get_lr();
+}
+
 Json ddp_separate() {
   return {{"type", "DDPStrategy"},
           {"seed", 1},
@@ -184,25 +195,34 @@ TEST(SeveralOptimizers, RanksTrainAsOneProcessOnTheirBatchesTogether) {
   }
 }
 
+// Each wrapper follows its own schedule, and a run resumed between the two
+// milestones ends bit-identical to the one that saved: optimizer states and
+// schedules come back per wrapper.
 TEST(SeveralOptimizers, AResumedRunEndsAsTheRunThatSaved) {
   const int world = harness::max_world_size(2);
   const std::string path = fresh_path("gan.pth");
   auto train = [&](const engine::strategy::Prepared& parts, int rank, int from, int to) {
     for (int step = from; step < to; ++step) {
       parts.model->train_step(batch(step, rank), *parts.optim_wrappers);
+      for (const auto& item : parts.param_schedulers) item.second->step();
     }
   };
   const auto saving = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
     auto strategy = engine::strategy::strategies().build(ddp_separate());
-    const auto& parts = strategy->prepare(std::make_shared<TinyGan>(), two_wrappers());
+    const auto& parts =
+        strategy->prepare(std::make_shared<TinyGan>(), two_wrappers(), two_schedules());
     train(parts, rank, 0, 2);
+    EXPECT_EQ(lr_of(parts.optim_wrappers->at("generator")), 0.05) << "its milestone passed";
+    EXPECT_EQ(lr_of(parts.optim_wrappers->at("discriminator")), 0.01) << "its milestone to come";
     strategy->save_checkpoint(path, {2, 0});
     train(parts, rank, 2, 4);
+    EXPECT_EQ(lr_of(parts.optim_wrappers->at("discriminator")), 0.0025);
     return parameters_of(*strategy);
   });
   const auto resumed = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
     auto strategy = engine::strategy::strategies().build(ddp_separate());
-    const auto& parts = strategy->prepare(std::make_shared<TinyGan>(), two_wrappers());
+    const auto& parts =
+        strategy->prepare(std::make_shared<TinyGan>(), two_wrappers(), two_schedules());
     EXPECT_EQ(strategy->resume(path).progress.iter, 2);
     train(parts, rank, 2, 4);
     return parameters_of(*strategy);
@@ -235,8 +255,9 @@ class GanData : public engine::runner::Dataset {
   }
 };
 
-// The runner steps both wrappers, logs both learning rates and losses, and a
-// run it resumes from its own checkpoint ends as the run that wrote it.
+// The runner steps both wrappers and both schedulers (one config built for
+// each), and a run it resumes from its own checkpoint ends as the run that
+// wrote it.
 TEST(SeveralOptimizers, TheRunnerTrainsAndResumesWithThem) {
   const int world = harness::max_world_size(2);
   const std::string first_dir = fresh_path("runner_first");
@@ -252,7 +273,8 @@ TEST(SeveralOptimizers, TheRunnerTrainsAndResumesWithThem) {
     auto data = std::make_shared<GanData>();
     engine::runner::Runner runner(
         engine::strategy::strategies().build(ddp_separate()), std::make_shared<TinyGan>(),
-        two_wrappers(), std::nullopt, data, data,
+        two_wrappers(), Json{{"type", "MultiStepLR"}, {"milestones", {2}}, {"gamma", 0.5}}, data,
+        data,
         [](const std::vector<c10::IValue>& samples) {
           return std::map<std::string, double>{{"samples", static_cast<double>(samples.size())}};
         },
@@ -260,6 +282,9 @@ TEST(SeveralOptimizers, TheRunnerTrainsAndResumesWithThem) {
     const auto result = runner.train();
     EXPECT_EQ(result.last_log.count("loss_d") + result.last_log.count("loss_g"), 2u);
     EXPECT_EQ(result.metrics.at("samples"), 24);
+    auto& wrappers = *runner.strategy().prepared().optim_wrappers;
+    EXPECT_EQ(lr_of(wrappers.at("generator")), 0.05);
+    EXPECT_EQ(lr_of(wrappers.at("discriminator")), 0.005);
     return std::make_pair(parameters_of(runner.strategy()), result.checkpoints);
   };
   const auto first = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int) {
@@ -307,10 +332,17 @@ TEST(SeveralOptimizers, MistakesAreTypedErrorsThatSayWhat) {
           prepare({{"type", "FSDPStrategy"}, {"seed_process_generator", false}}, two_wrappers());
         }).find("takes one optimizer wrapper"),
         std::string::npos);
+    Json misnamed = two_schedules();
+    misnamed["critic"] = misnamed["discriminator"];
     EXPECT_NE(error_of([&] {
-                prepare(ddp_separate(), two_wrappers(),
-                        Json{{"type", "MultiStepLR"}, {"milestones", {1}}});
-              }).find("schedulers for several optimizer wrappers are not supported"),
+                prepare(ddp_separate(), two_wrappers(), misnamed);
+              }).find("param_scheduler: \"critic\" is no optimizer wrapper's name"),
+              std::string::npos);
+    Json one_short = two_schedules();
+    one_short.erase("discriminator");
+    EXPECT_NE(error_of([&] {
+                prepare(ddp_separate(), two_wrappers(), one_short);
+              }).find("has no scheduler for the optimizer wrapper \"discriminator\""),
               std::string::npos);
 
     // A model that trains with one wrapper, given several.
