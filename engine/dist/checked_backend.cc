@@ -42,7 +42,7 @@ Fingerprint fingerprint(int kind, int64_t seq, const at::Tensor& like, int op, i
   return f;
 }
 
-std::string describe(const Fingerprint& f) {
+std::string describe_fingerprint(const Fingerprint& f) {
   std::string out = std::string(kKinds.at(f[0])) + " #" + std::to_string(f[1]) + " (";
   if (f[3] >= 0) out += std::string(reduce_op_name(static_cast<ReduceOp>(f[3]))) + ", ";
   if (f[4] >= 0) out += "root " + std::to_string(f[4]) + ", ";
@@ -101,7 +101,7 @@ class CheckedBackend : public ForwardingBackend {
     for (int r = 0; r < size(); ++r) {
       Fingerprint f;
       std::memcpy(f.data(), all[r].data_ptr(), sizeof(f));
-      message += "\n  group rank " + std::to_string(r) + ": " + describe(f);
+      message += "\n  group rank " + std::to_string(r) + ": " + describe_fingerprint(f);
     }
     throw CollectiveMismatch(
         on_rank(rank(), message + "\nMake every rank of the group issue the same "

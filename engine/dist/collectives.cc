@@ -16,7 +16,7 @@ namespace engine::dist {
 namespace {
 
 // The group one call runs on, resolved once.
-struct Call {
+struct GroupCall {
   const Group* group;  // nullptr when not initialised
   int rank;            // global rank, for messages
   const char* name;
@@ -64,12 +64,12 @@ struct Call {
   }
 };
 
-Call resolve(const GroupPtr& group, const char* name) {
+GroupCall resolve(const GroupPtr& group, const char* name) {
   Context* context = current_context();
   const Group* g = group ? group.get() : (context ? context->default_group.get() : nullptr);
   const int rank = context ? context->default_group->my_global_rank() : 0;
   if (g) g->backend();  // throws InvalidArgument on a non-member
-  return Call{g, rank, name};
+  return GroupCall{g, rank, name};
 }
 
 // A contiguous stand-in for the caller's tensor, and the way back into it.
@@ -105,7 +105,7 @@ std::vector<at::Tensor> empty_list(int n, const at::Tensor& like) {
 }  // namespace
 
 WorkPtr all_reduce_async(at::Tensor& data, const std::string& op, const GroupPtr& group) {
-  const Call call = resolve(group, "all_reduce");
+  const GroupCall call = resolve(group, "all_reduce");
   call.check_dense(data, "data");
   const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank);
   if (call.trivial()) return completed_work();
@@ -127,7 +127,7 @@ WorkPtr all_reduce_async(at::Tensor& data, const std::string& op, const GroupPtr
 
 WorkPtr all_gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data,
                          const GroupPtr& group) {
-  const Call call = resolve(group, "all_gather");
+  const GroupCall call = resolve(group, "all_gather");
   call.check_dense(data, "data");
   if (call.trivial()) {
     outputs = {data};
@@ -141,7 +141,7 @@ WorkPtr all_gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& dat
 
 WorkPtr all_gather_into_tensor_async(at::Tensor& output, const at::Tensor& data,
                                      const GroupPtr& group) {
-  const Call call = resolve(group, "all_gather_into_tensor");
+  const GroupCall call = resolve(group, "all_gather_into_tensor");
   call.check_dense(data, "data");
   call.check_dense(output, "output");
   const int n = call.size();
@@ -161,7 +161,7 @@ WorkPtr all_gather_into_tensor_async(at::Tensor& output, const at::Tensor& data,
 
 WorkPtr gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data, int dst,
                      const GroupPtr& group) {
-  const Call call = resolve(group, "gather");
+  const GroupCall call = resolve(group, "gather");
   call.check_dense(data, "data");
   const int root = call.root(dst);
   if (call.trivial()) {
@@ -175,7 +175,7 @@ WorkPtr gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data, i
 }
 
 WorkPtr broadcast_async(at::Tensor& data, int src, const GroupPtr& group) {
-  const Call call = resolve(group, "broadcast");
+  const GroupCall call = resolve(group, "broadcast");
   call.check_dense(data, "data");
   const int root = call.root(src);
   if (call.trivial()) return completed_work();
@@ -185,7 +185,7 @@ WorkPtr broadcast_async(at::Tensor& data, int src, const GroupPtr& group) {
 }
 
 WorkPtr reduce_async(at::Tensor& data, int dst, const std::string& op, const GroupPtr& group) {
-  const Call call = resolve(group, "reduce");
+  const GroupCall call = resolve(group, "reduce");
   call.check_dense(data, "data");
   const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank);
   const int root = call.root(dst);
@@ -202,7 +202,7 @@ WorkPtr reduce_async(at::Tensor& data, int dst, const std::string& op, const Gro
 
 WorkPtr scatter_async(at::Tensor& data, const std::vector<at::Tensor>& scatter_list, int src,
                       const GroupPtr& group) {
-  const Call call = resolve(group, "scatter");
+  const GroupCall call = resolve(group, "scatter");
   call.check_dense(data, "data");
   const int root = call.root(src);
   const bool is_root = call.my_group_rank() == root;
@@ -219,7 +219,7 @@ WorkPtr scatter_async(at::Tensor& data, const std::vector<at::Tensor>& scatter_l
 
 WorkPtr reduce_scatter_async(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                              const std::string& op, const GroupPtr& group) {
-  const Call call = resolve(group, "reduce_scatter");
+  const GroupCall call = resolve(group, "reduce_scatter");
   call.check_dense(output, "output");
   const ReduceSpec spec = parse_reduce_op(op, output.scalar_type(), call.rank);
   call.check_list(inputs, output, "inputs");
@@ -239,7 +239,7 @@ WorkPtr reduce_scatter_async(at::Tensor& output, const std::vector<at::Tensor>& 
 
 WorkPtr reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor& input,
                                     const std::string& op, const GroupPtr& group) {
-  const Call call = resolve(group, "reduce_scatter_tensor");
+  const GroupCall call = resolve(group, "reduce_scatter_tensor");
   call.check_dense(output, "output");
   call.check_dense(input, "input");
   const ReduceSpec spec = parse_reduce_op(op, output.scalar_type(), call.rank);
@@ -265,7 +265,7 @@ WorkPtr reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor& input,
 
 WorkPtr all_to_all_async(std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                          const GroupPtr& group) {
-  const Call call = resolve(group, "all_to_all");
+  const GroupCall call = resolve(group, "all_to_all");
   if (inputs.empty()) call.invalid("inputs is empty: pass one tensor per rank");
   call.check_list(inputs, inputs[0], "inputs");
   call.check_list(outputs, inputs[0], "outputs");
@@ -284,13 +284,13 @@ WorkPtr all_to_all_async(std::vector<at::Tensor>& outputs, const std::vector<at:
 }
 
 WorkPtr barrier_async(const GroupPtr& group) {
-  const Call call = resolve(group, "barrier");
+  const GroupCall call = resolve(group, "barrier");
   if (call.trivial()) return completed_work();
   return call.backend().barrier();
 }
 
 WorkPtr send_async(const at::Tensor& data, int dst, int tag, const GroupPtr& group) {
-  const Call call = resolve(group, "send");
+  const GroupCall call = resolve(group, "send");
   call.check_dense(data, "data");
   if (call.trivial()) call.invalid("needs a group of two or more ranks");
   const int peer = call.root(dst);
@@ -300,7 +300,7 @@ WorkPtr send_async(const at::Tensor& data, int dst, int tag, const GroupPtr& gro
 }
 
 WorkPtr recv_async(at::Tensor& data, int src, int tag, const GroupPtr& group) {
-  const Call call = resolve(group, "recv");
+  const GroupCall call = resolve(group, "recv");
   call.check_dense(data, "data");
   if (call.trivial()) call.invalid("needs a group of two or more ranks");
   const int peer = call.root(src);

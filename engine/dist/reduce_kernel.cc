@@ -79,10 +79,6 @@ void reduce_typed(const Loop& loop, ReduceOp op) {
   }
 }
 
-bool is_bitwise(ReduceOp op) {
-  return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
-}
-
 }  // namespace
 
 bool can_reduce(c10::ScalarType dtype, ReduceOp op) {

@@ -33,10 +33,6 @@ const NamedOp* find_op(const std::string& name) {
   return nullptr;
 }
 
-bool is_bitwise(ReduceOp op) {
-  return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
-}
-
 }  // namespace
 
 ReduceSpec parse_reduce_op(const std::string& name, c10::ScalarType dtype, int rank) {
@@ -57,6 +53,10 @@ ReduceSpec parse_reduce_op(const std::string& name, c10::ScalarType dtype, int r
         rank, "reduce op 'mean' is undefined for bool tensors: convert to a number dtype first"));
   }
   return spec;
+}
+
+bool is_bitwise(ReduceOp op) {
+  return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
 }
 
 const char* reduce_op_name(ReduceOp op) {

@@ -22,5 +22,7 @@ struct ReduceSpec {
 ReduceSpec parse_reduce_op(const std::string& name, c10::ScalarType dtype, int rank);
 
 const char* reduce_op_name(ReduceOp op);
+// band, bor and bxor: defined on integral and bool tensors only.
+bool is_bitwise(ReduceOp op);
 
 }  // namespace engine::dist

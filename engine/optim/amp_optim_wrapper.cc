@@ -12,7 +12,7 @@
 namespace engine::optim {
 namespace {
 
-[[noreturn]] void refuse(const std::string& what) {
+[[noreturn]] void refuse_for_amp(const std::string& what) {
   throw dist::InvalidArgument(dist::on_rank(dist::get_rank(), "AmpOptimWrapper: " + what));
 }
 
@@ -25,14 +25,15 @@ c10::DeviceType device_of(const torch::optim::Optimizer& optimizer) {
 
 c10::DeviceType checked_device(const torch::optim::Optimizer& optimizer, c10::ScalarType dtype) {
   if (dtype != c10::kHalf && dtype != c10::kBFloat16) {
-    refuse(std::string("dtype must be float16 or bfloat16, got ") + c10::toString(dtype));
+    refuse_for_amp(std::string("dtype must be float16 or bfloat16, got ") + c10::toString(dtype));
   }
   const c10::DeviceType device = device_of(optimizer);
   if (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA) {
-    refuse("autocast runs on CPU or CUDA parameters, not on " + c10::DeviceTypeName(device));
+    refuse_for_amp("autocast runs on CPU or CUDA parameters, not on " +
+                   c10::DeviceTypeName(device));
   }
   if (device == c10::DeviceType::CPU && dtype == c10::kHalf) {
-    refuse(
+    refuse_for_amp(
         "float16 autocast needs CUDA parameters; on the CPU use bfloat16 (with loss_scale "
         "to scale it anyway)");
   }
@@ -41,7 +42,7 @@ c10::DeviceType checked_device(const torch::optim::Optimizer& optimizer, c10::Sc
 
 double number(const c10::impl::GenericDict& dict, const std::string& key) {
   if (!dict.contains(key) || !(dict.at(key).isDouble() || dict.at(key).isInt()))
-    refuse("the saved loss_scaler has no number \"" + key + "\"");
+    refuse_for_amp("the saved loss_scaler has no number \"" + key + "\"");
   return dict.at(key).toScalar().toDouble();
 }
 
@@ -92,10 +93,12 @@ c10::impl::GenericDict AmpOptimWrapper::state() const {
 
 void AmpOptimWrapper::load_state(const c10::impl::GenericDict& saved) {
   if (!scaler_ || !saved.contains("loss_scaler")) return;
-  if (!saved.at("loss_scaler").isGenericDict()) refuse("the saved loss_scaler is not a dict");
+  if (!saved.at("loss_scaler").isGenericDict())
+    refuse_for_amp("the saved loss_scaler is not a dict");
   const c10::impl::GenericDict scaler = saved.at("loss_scaler").toGenericDict();
   const double tracker = number(scaler, "_growth_tracker");
-  if (!scaler.at("_growth_tracker").isInt()) refuse("the saved _growth_tracker is not an integer");
+  if (!scaler.at("_growth_tracker").isInt())
+    refuse_for_amp("the saved _growth_tracker is not an integer");
   scaler_->restore(number(scaler, "scale"), static_cast<int64_t>(tracker));
 }
 

@@ -10,19 +10,19 @@
 namespace engine::optim {
 namespace {
 
-[[noreturn]] void refuse(const std::string& what) {
+[[noreturn]] void refuse_for_dict(const std::string& what) {
   throw dist::InvalidArgument(dist::on_rank(dist::get_rank(), "OptimWrapperDict: " + what));
 }
 
 }  // namespace
 
 OptimWrapperDict::OptimWrapperDict(std::vector<Item> wrappers) : wrappers_(std::move(wrappers)) {
-  if (wrappers_.empty()) refuse("needs at least one optimizer wrapper");
+  if (wrappers_.empty()) refuse_for_dict("needs at least one optimizer wrapper");
   std::set<std::string> seen;
   for (const auto& [name, wrapper] : wrappers_) {
-    if (name.empty()) refuse("a wrapper needs a name");
-    if (!seen.insert(name).second) refuse("the name \"" + name + "\" comes twice");
-    if (!wrapper) refuse("the wrapper \"" + name + "\" is null");
+    if (name.empty()) refuse_for_dict("a wrapper needs a name");
+    if (!seen.insert(name).second) refuse_for_dict("the name \"" + name + "\" comes twice");
+    if (!wrapper) refuse_for_dict("the wrapper \"" + name + "\" is null");
   }
 }
 
@@ -32,7 +32,7 @@ OptimWrapper& OptimWrapperDict::at(const std::string& name) const {
     if (known == name) return *wrapper;
     names += (names.empty() ? "" : ", ") + known;
   }
-  refuse("has no wrapper \"" + name + "\"; it has " + names);
+  refuse_for_dict("has no wrapper \"" + name + "\"; it has " + names);
 }
 
 bool OptimWrapperDict::contains(const std::string& name) const {

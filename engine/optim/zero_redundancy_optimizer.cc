@@ -17,7 +17,7 @@ namespace {
 
 constexpr const char* kName = "ZeroRedundancyOptimizer";
 
-[[noreturn]] void refuse(const std::string& what) {
+[[noreturn]] void refuse_for_zero(const std::string& what) {
   throw dist::InvalidArgument(dist::on_rank(dist::get_rank(), std::string(kName) + ": " + what));
 }
 
@@ -56,7 +56,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<at::Tensor> params,
       owners_(deal_out(params, group_size(group_))) {
   for (const auto& param : params) {
     if (grad_norm_source_of(param) != nullptr) {
-      refuse(
+      refuse_for_zero(
           "a sharding wrapper (FSDP, ZeRO) holds these parameters and shards their "
           "optimizer state already; use a plain optimizer with it");
     }
@@ -101,13 +101,13 @@ at::Tensor ZeroRedundancyOptimizer::step(LossClosure closure) {
 }
 
 void ZeroRedundancyOptimizer::save(torch::serialize::OutputArchive&) const {
-  refuse(
+  refuse_for_zero(
       "its state spans ranks and has no LibTorch archive; gather it with "
       "consolidate_state_dict on every rank, then optim::optimizer_state()");
 }
 
 void ZeroRedundancyOptimizer::load(torch::serialize::InputArchive&) {
-  refuse(
+  refuse_for_zero(
       "its state spans ranks and has no LibTorch archive; load it with "
       "optim::load_optimizer_state() on every rank");
 }
@@ -141,7 +141,7 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
 
 OptimizerState ZeroRedundancyOptimizer::state() const {
   if (!consolidated_) {
-    refuse(
+    refuse_for_zero(
         "no consolidated state on this rank since the last step: call "
         "consolidate_state_dict on every rank first, then read it on the receiving rank");
   }
@@ -150,9 +150,9 @@ OptimizerState ZeroRedundancyOptimizer::state() const {
 
 void ZeroRedundancyOptimizer::load_state(const OptimizerState& state) {
   if (state.group_sizes.size() != 1 || state.params.size() != owners_.size()) {
-    refuse("state for " + std::to_string(state.params.size()) + " parameters in " +
-           std::to_string(state.group_sizes.size()) + " groups; this one has " +
-           std::to_string(owners_.size()) + " in one group");
+    refuse_for_zero("state for " + std::to_string(state.params.size()) + " parameters in " +
+                    std::to_string(state.group_sizes.size()) + " groups; this one has " +
+                    std::to_string(owners_.size()) + " in one group");
   }
   OptimizerState share{{}, state.group_options, {static_cast<int64_t>(mine_.size())}};
   for (size_t index : mine_) share.params.push_back(state.params[index]);
