@@ -38,6 +38,10 @@ OptimWrapper::OptimWrapper(std::shared_ptr<torch::optim::Optimizer> optimizer,
   }
 }
 
+std::vector<std::pair<std::string, double>> OptimWrapper::learning_rates() {
+  return {{"lr", optimizer_->param_groups()[0].options().get_lr()}};
+}
+
 void OptimWrapper::initialize_count_status(int64_t init_counts, int64_t max_counts) {
   inner_count_ = init_counts;
   max_counts_ = max_counts;

@@ -9,6 +9,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/compat/autocast.h"
 #include "engine/optim/grad_sync.h"
@@ -94,6 +96,9 @@ class OptimWrapper {
   // a sharding wrapper holds the parameters (engine/optim/grad_norm.h).
   std::optional<double> last_grad_norm() const { return last_grad_norm_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  // The first parameter group's learning rate under "lr", as mmengine's
+  // get_lr names it for the logs.
+  std::vector<std::pair<std::string, double>> learning_rates();
 
   // The optimizer's state (mmengine's state_dict is the optimizer's).
   void save(torch::serialize::OutputArchive& archive) const;

@@ -53,7 +53,7 @@ void OptimWrapperDict::initialize_count_status(int64_t init_counts, int64_t max_
 std::vector<std::pair<std::string, double>> OptimWrapperDict::learning_rates() {
   std::vector<std::pair<std::string, double>> out;
   for (auto& [name, wrapper] : wrappers_) {
-    out.emplace_back(name + ".lr", wrapper->optimizer().param_groups()[0].options().get_lr());
+    for (const auto& [key, lr] : wrapper->learning_rates()) out.emplace_back(name + "." + key, lr);
   }
   return out;
 }

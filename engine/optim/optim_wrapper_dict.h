@@ -36,8 +36,8 @@ class OptimWrapperDict {
   void zero_grad();
   // Every wrapper's initialize_count_status.
   void initialize_count_status(int64_t init_counts, int64_t max_counts);
-  // The first parameter group's learning rate of each wrapper under
-  // "<name>.lr", as mmengine's get_lr names them.
+  // Each wrapper's learning_rates under "<name>.lr", as mmengine's get_lr
+  // names them.
   std::vector<std::pair<std::string, double>> learning_rates();
 
  private:

@@ -166,11 +166,7 @@ RunResult Runner::train() {
   RunResult result;
   result.start_iter = at.iter;
   auto& model = *parts_->model;
-  if (parts_->optim_wrappers) {
-    parts_->optim_wrappers->initialize_count_status(result.start_iter, options_.max_iters);
-  } else {
-    parts_->optim_wrapper->initialize_count_status(result.start_iter, options_.max_iters);
-  }
+  parts_->initialize_count_status(result.start_iter, options_.max_iters);
 
   // Every iteration takes batch_size positions per rank of the epoch's
   // sequence; an epoch ends when the sequence is used up. Counting positions
@@ -192,10 +188,8 @@ RunResult Runner::train() {
     const auto batch = train_data_->batch({indices.begin() + next, indices.begin() + next + taken},
                                           &strategy_->generator());
     next += taken;
-    result.last_log = parts_->optim_wrappers ? model.train_step(batch, *parts_->optim_wrappers)
-                                             : model.train_step(batch, *parts_->optim_wrapper);
-    if (parts_->param_scheduler) parts_->param_scheduler->step();
-    for (const auto& item : parts_->param_schedulers) item.second->step();
+    result.last_log = parts_->train_step(batch);
+    parts_->step_schedulers();
     result.train_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
@@ -207,11 +201,7 @@ RunResult Runner::train() {
     }
     const int64_t done = at.iter + 1;
     auto summary = scalars(result.last_log);
-    if (parts_->optim_wrappers) {
-      for (const auto& [name, lr] : parts_->optim_wrappers->learning_rates()) summary[name] = lr;
-    } else {
-      summary["lr"] = parts_->optim_wrapper->optimizer().param_groups()[0].options().get_lr();
-    }
+    for (const auto& [name, lr] : parts_->learning_rates()) summary[name] = lr;
     progress_->update(done, format(summary));
     if (done - result.start_iter == options_.log_interval || done == options_.max_iters) {
       report_ddp_logging();

@@ -180,6 +180,28 @@ std::vector<std::string> BaseStrategy::checkpointed_modules() const {
   return checkpointed_ ? checkpointed_->names() : std::vector<std::string>{};
 }
 
+void Prepared::initialize_count_status(int64_t init_counts, int64_t max_counts) const {
+  if (optim_wrappers) {
+    optim_wrappers->initialize_count_status(init_counts, max_counts);
+  } else {
+    optim_wrapper->initialize_count_status(init_counts, max_counts);
+  }
+}
+
+model::TensorDict Prepared::train_step(const model::TensorDict& data) const {
+  return optim_wrappers ? model->train_step(data, *optim_wrappers)
+                        : model->train_step(data, *optim_wrapper);
+}
+
+void Prepared::step_schedulers() const {
+  if (param_scheduler) param_scheduler->step();
+  for (const auto& item : param_schedulers) item.second->step();
+}
+
+std::vector<std::pair<std::string, double>> Prepared::learning_rates() const {
+  return optim_wrappers ? optim_wrappers->learning_rates() : optim_wrapper->learning_rates();
+}
+
 const Prepared& BaseStrategy::prepared() const {
   if (!prepared_) {
     throw dist::InvalidArgument(

@@ -10,10 +10,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/checkpoint/state_dict.h"
 #include "engine/model/activation_checkpoint/checkpointed_modules.h"
 #include "engine/model/base_model.h"
+#include "engine/model/tensor_dict.h"
 #include "engine/optim/optim_wrapper.h"
 #include "engine/optim/optim_wrapper_dict.h"
 #include "engine/optim/optimizer_state.h"
@@ -71,6 +74,15 @@ struct Prepared {
   // an object without "type"), else the same config built for each. Empty
   // without a scheduler.
   std::map<std::string, std::shared_ptr<optim::MultiStepLR>> param_schedulers;
+
+  // Whichever form was prepared, as a training loop drives it: each
+  // wrapper's initialize_count_status, the model's train_step with the
+  // wrapper or the wrappers, each scheduler's step, and the learning rates
+  // to log ("lr", or "<name>.lr" with several).
+  void initialize_count_status(int64_t init_counts, int64_t max_counts) const;
+  model::TensorDict train_step(const model::TensorDict& data) const;
+  void step_schedulers() const;
+  std::vector<std::pair<std::string, double>> learning_rates() const;
 };
 
 struct LoadOptions {

@@ -410,7 +410,8 @@ TEST(FsdpCheckpointTest, AnIndexOfAnotherLayoutIsRefusedOnEveryRank) {
   }
   const std::string layout = "is not of the layout save_checkpoint writes";
   expect_every_rank_says(
-      errors_with_index(dir, [](c10::impl::GenericDict& index) { index.erase("world_size"); }),
+      errors_with_index(
+          dir, [](c10::impl::GenericDict& index) { EXPECT_EQ(index.erase("world_size"), 1u); }),
       layout);
   expect_every_rank_says(errors_with_index(dir,
                                            [](c10::impl::GenericDict& index) {
