@@ -85,9 +85,7 @@ on_gpu() {
 }
 
 run nccl_backend_test "$build/nccl_backend_test"
-for unit_test in "$build"/unit/*; do
-  run "unit_$(basename "$unit_test")" "$unit_test"
-done
+run unit_tests "$build/unit_tests"
 # The gloo backend (the engine's own Gloo, third_party/gloo) against this
 # LibTorch: the collectives' suites and the demo in 2 processes, on CPU
 # tensors, over loopback.

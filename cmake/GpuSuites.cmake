@@ -2,7 +2,7 @@
 # is: the collectives' and sharded-training properties, the helpers, the DDP
 # equivalence in processes, AMP, Join and activation checkpointing over
 # ranks, the nccl backend's test, the engine's unit tests
-# (in unit/), the demo, the engine's side of the cross-implementation test
+# (one binary), the demo, the engine's side of the cross-implementation test
 # against PyTorch (cross_check), and the benchmarks it measures with
 # (collectives, ddp_step, sharded_step). Their sources are the Bazel targets'
 # (cmake/sources.cmake); GoogleTest and RapidCheck are found as packages
@@ -44,12 +44,11 @@ if(DIST_ENGINE_WITH_NCCL)
   target_compile_definitions(nccl_backend_test PRIVATE ENGINE_WITH_CUDA)
 endif()
 
-foreach(source IN LISTS DIST_ENGINE_UNIT_TEST_SOURCES)
-  get_filename_component(name "${source}" NAME_WE)
-  add_executable(unit_${name} ${source} $<TARGET_OBJECTS:dist_engine_rapidcheck_seed>)
-  target_link_libraries(unit_${name} PRIVATE dist_engine_test_support GTest::gtest_main ZLIB::ZLIB)
-  set_target_properties(unit_${name} PROPERTIES OUTPUT_NAME ${name} RUNTIME_OUTPUT_DIRECTORY unit)
-endforeach()
+# The engine's unit tests as one binary: in a unity build its sources share
+# translation units, and so the parses of LibTorch's headers.
+dist_engine_sources(unit_test_sources ${DIST_ENGINE_UNIT_TEST_SOURCES})
+add_executable(unit_tests ${unit_test_sources} $<TARGET_OBJECTS:dist_engine_rapidcheck_seed>)
+target_link_libraries(unit_tests PRIVATE dist_engine_test_support GTest::gtest_main ZLIB::ZLIB)
 
 dist_engine_sources(demo_sources ${DIST_ENGINE_DEMO_SOURCES})
 add_executable(train ${demo_sources})
