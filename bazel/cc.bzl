@@ -4,6 +4,11 @@ Every BUILD file of the engine loads cc_library, cc_binary and cc_test from
 here rather than from rules_cc, so that the options below apply wherever the
 engine is built, including from another workspace whose .bazelrc knows
 nothing of them.
+
+Under --config=unity (CI's), a library's .cc sources are compiled as one
+translation unit, so that LibTorch's headers, most of each source's compile
+time, are parsed once per library instead of once per source. Without it
+each source is compiled alone, as users and the consumer workspace build.
 """
 
 load("@rules_cc//cc:defs.bzl", _cc_binary = "cc_binary", _cc_library = "cc_library", _cc_test = "cc_test")
@@ -12,8 +17,39 @@ load("@rules_cc//cc:defs.bzl", _cc_binary = "cc_binary", _cc_library = "cc_libra
 # headers require (1.13's compile under it too).
 ENGINE_COPTS = ["-std=c++20"]
 
-def cc_library(copts = [], **kwargs):
-    _cc_library(copts = ENGINE_COPTS + copts, **kwargs)
+def _unity_srcs(name, srcs):
+    """srcs, with the .cc files joined into one under --config=unity.
+
+    The joined file carries a #line directive before each source, so that
+    diagnostics name the source and line they come from.
+    """
+    if type(srcs) != "list":
+        return srcs  # already configurable: left as it is
+    sources = [src for src in srcs if src.endswith(".cc") and not src.startswith((":", "//", "@"))]
+    if len(sources) < 2:
+        return srcs
+    native.genrule(
+        name = name + "_unity",
+        srcs = sources,
+        outs = [name + "_unity.cc"],
+        cmd = "for f in $(SRCS); do echo \"#line 1 \\\"$$f\\\"\"; cat \"$$f\"; done > $@",
+    )
+    others = [src for src in srcs if src not in sources]
+    return select({
+        str(Label("//bazel:unity")): [":" + name + "_unity"] + others,
+        "//conditions:default": srcs,
+    })
+
+def cc_library(name, srcs = [], copts = [], unity = True, **kwargs):
+    """rules_cc's cc_library; unity = False keeps the sources apart under
+    --config=unity too (for sources not written to share a translation
+    unit)."""
+    _cc_library(
+        name = name,
+        srcs = _unity_srcs(name, srcs) if unity else srcs,
+        copts = ENGINE_COPTS + copts,
+        **kwargs
+    )
 
 def cc_binary(copts = [], **kwargs):
     _cc_binary(copts = ENGINE_COPTS + copts, **kwargs)
