@@ -31,7 +31,7 @@
 namespace engine::model {
 namespace {
 
-constexpr const char* kWrapper = "MMFullyShardedDataParallel";
+constexpr const char* kFsdpWrapper = "MMFullyShardedDataParallel";
 // Reduce-scatters a backward leaves running before it waits for the oldest:
 // a backward that outruns the network otherwise holds every unit's packed
 // gradients until its end (7 x 67 MB for the 100M-parameter MLP), where
@@ -80,14 +80,14 @@ std::pair<dist::GroupPtr, dist::GroupPtr> hybrid_groups(const dist::GroupPtr& gr
   const int rank = group->my_global_rank();
   if (group != dist::get_default_group()) {
     throw dist::InvalidArgument(dist::on_rank(
-        rank, std::string(kWrapper) + ": HYBRID_SHARD builds its shard and replica groups from "
-                                      "the default group; leave process_group unset"));
+        rank, std::string(kFsdpWrapper) + ": HYBRID_SHARD builds its shard and replica groups from "
+                                          "the default group; leave process_group unset"));
   }
   const int world = group->size();
   const int size = shard_size > 0 ? shard_size : dist::get_local_size();
   if (size <= 0 || world % size != 0) {
     throw dist::InvalidArgument(dist::on_rank(
-        rank, std::string(kWrapper) + ": HYBRID_SHARD needs the world size (" +
+        rank, std::string(kFsdpWrapper) + ": HYBRID_SHARD needs the world size (" +
                   std::to_string(world) + ") to be a multiple of the shard group size (" +
                   std::to_string(size) + "); set hybrid_shard_size to a divisor of it"));
   }
@@ -147,7 +147,7 @@ MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel
 MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module,
                                                        FSDPOptions options, UnitScheme scheme)
     : ModelWrapper(std::move(module)), options_(std::move(options)), scheme_(std::move(scheme)) {
-  group_ = wrapper_group(options_.process_group, kWrapper);
+  group_ = wrapper_group(options_.process_group, kFsdpWrapper);
   const dist::GroupPtr& group = group_;
   verify_same_parameters(all_parameters(this->module()), group);
   place_on_device();
@@ -193,14 +193,14 @@ void MMFullyShardedDataParallel::place_on_device() {
   const auto& device = options_.device_id;
   if (device && device->is_cuda() && !at::hasCUDA()) {
     throw dist::InvalidArgument(dist::on_rank(
-        rank, std::string(kWrapper) + ": device_id is " + device->str() +
+        rank, std::string(kFsdpWrapper) + ": device_id is " + device->str() +
                   " but this process has no CUDA device; leave device_id unset to train on "
                   "the CPU"));
   }
   const auto deferred = init::deferred_names(module());
   if (options_.skip_init_weights && options_.param_init_fn) {
     throw dist::InvalidArgument(dist::on_rank(
-        rank, std::string(kWrapper) +
+        rank, std::string(kFsdpWrapper) +
                   ": skip_init_weights leaves the weights to a checkpoint and param_init_fn "
                   "initialises them; give one of the two"));
   }
@@ -210,7 +210,7 @@ void MMFullyShardedDataParallel::place_on_device() {
   }
   if (!deferred.empty() && !options_.param_init_fn && !options_.skip_init_weights) {
     throw dist::InvalidArgument(dist::on_rank(
-        rank, std::string(kWrapper) + ": \"" + deferred.front() + "\" and " +
+        rank, std::string(kFsdpWrapper) + ": \"" + deferred.front() + "\" and " +
                   std::to_string(deferred.size() - 1) +
                   " other tensor(s) of the module are deferred (meta) and nothing initialises "
                   "them; give param_init_fn"));
@@ -414,7 +414,7 @@ TensorDict MMFullyShardedDataParallel::train_step(const TensorDict& data,
   if (skipped_init_) {
     throw dist::InvalidArgument(dist::on_rank(
         group_->my_global_rank(),
-        std::string(kWrapper) + ": skip_init_weights left " + *skipped_init_ +
+        std::string(kFsdpWrapper) + ": skip_init_weights left " + *skipped_init_ +
             " as zeros; load a checkpoint (the strategy's load_checkpoint or resume) before "
             "training"));
   }
@@ -692,7 +692,7 @@ void MMFullyShardedDataParallel::load_local_shards(
   for (const auto& unit : units_) expected += unit->parameters().size();
   if (shards.size() != expected) {
     throw dist::InvalidArgument(dist::on_rank(
-        dist::get_rank(), std::string(kWrapper) + ": load_local_shards got " +
+        dist::get_rank(), std::string(kFsdpWrapper) + ": load_local_shards got " +
                               std::to_string(shards.size()) + " shards for " +
                               std::to_string(expected) + " parameters; pass local_shards()"));
   }

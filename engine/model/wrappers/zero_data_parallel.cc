@@ -12,12 +12,12 @@
 namespace engine::model {
 namespace {
 
-constexpr const char* kWrapper = "MMZeroDataParallel";
+constexpr const char* kZeroWrapper = "MMZeroDataParallel";
 
 const ZeroOptions& checked(const ZeroOptions& options) {
   auto fail = [](const std::string& what) {
     throw dist::InvalidArgument(
-        dist::on_rank(dist::get_rank(), std::string(kWrapper) + ": " + what));
+        dist::on_rank(dist::get_rank(), std::string(kZeroWrapper) + ": " + what));
   };
   if (options.stage != 1 && options.stage != 2) {
     fail("stage must be 1 or 2, got " + std::to_string(options.stage) +

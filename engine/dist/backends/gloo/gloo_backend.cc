@@ -143,10 +143,6 @@ class GlooWork : public Work {
 // passes the same shapes.
 WorkPtr nothing_to_move() { return completed_work(); }
 
-bool is_plain(const at::Tensor& tensor) {
-  return tensor.device().is_cpu() && tensor.layout() == at::kStrided && tensor.is_contiguous();
-}
-
 // `tensor` where Gloo can reach it (CPU memory, contiguous): itself when it
 // is there already, else a copy of its values.
 at::Tensor plain(const at::Tensor& tensor) {

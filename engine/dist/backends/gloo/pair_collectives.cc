@@ -17,11 +17,6 @@ namespace {
 // are dropped at once, on every rank alike.
 constexpr size_t kMaxRings = 64;
 
-// What the rings can read and write in place.
-bool is_plain(const at::Tensor& tensor) {
-  return tensor.device().is_cpu() && tensor.layout() == at::kStrided && tensor.is_contiguous();
-}
-
 // A tensor over `bytes`, for a gather ring.
 at::Tensor bytes_of(const std::vector<char>& bytes) {
   return at::from_blob(const_cast<char*>(bytes.data()), {static_cast<int64_t>(bytes.size())},
@@ -29,6 +24,10 @@ at::Tensor bytes_of(const std::vector<char>& bytes) {
 }
 
 }  // namespace
+
+bool is_plain(const at::Tensor& tensor) {
+  return tensor.device().is_cpu() && tensor.layout() == at::kStrided && tensor.is_contiguous();
+}
 
 // Gloo's ring all_gather of `bytes` per rank, bound to buffers of its own
 // (Gloo registers them with its transport).

@@ -20,6 +20,10 @@
 
 namespace engine::dist::gloo {
 
+// Whether Gloo can read and write `tensor` in place: CPU memory, strided,
+// contiguous.
+bool is_plain(const at::Tensor& tensor);
+
 // all_reduce, broadcast, all_gather and reduce_scatter on a Gloo context of the adapter's
 // own whose pairs are synchronous (the thread that waits for a message reads
 // it from the socket itself, instead of Gloo's device thread reading it and
