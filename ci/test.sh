@@ -20,7 +20,8 @@ python3 tools/cmake/sources.py --check
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # --config=unity: each library's sources as one translation unit
-# (bazel/cc.bzl), which halves the engine's compile time.
+# (bazel/cc.bzl), so that LibTorch's headers are parsed once per library
+# rather than once per source.
 bazel test --config=unity //... 2>&1 | tee -a "$log"
 # examples/consumer: a separate workspace that uses the engine as another
 # team would (dist_engine_dependencies() and the public targets only), with
