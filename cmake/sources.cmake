@@ -366,6 +366,8 @@ set(DIST_ENGINE_TEST_SUPPORT_SOURCES
     testing/cases.h
     testing/harness.cc
     testing/harness.h
+    testing/io/failing_file_system.cc
+    testing/io/failing_file_system.h
     testing/model/ddp_cases.cc
     testing/model/ddp_cases.h
     testing/model/nets.cc

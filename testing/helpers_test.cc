@@ -7,12 +7,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "engine/dist/dist.h"
 #include "engine/io/file_system.h"
 #include "testing/cases.h"
 #include "testing/harness.h"
+#include "testing/io/failing_file_system.h"
 #include "testing/property.h"
 
 namespace dist = engine::dist;
@@ -25,10 +29,55 @@ sim::WorldOptions drawn_options() { return harness::test_options(*rc::gen::arbit
 // A fresh, empty folder for one test.
 fs::path fresh_dir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("dist_engine_test_" + name);
-  engine::io::remove_all(dir);
-  fs::create_directories(dir);
+  harness::once_for_all_processes([&] {
+    engine::io::remove_all(dir);
+    fs::create_directories(dir);
+  });
   return dir;
 }
+
+int64_t entries_in(const fs::path& dir) {
+  return std::distance(fs::directory_iterator(dir), fs::directory_iterator());
+}
+
+// Every rank's error from one collect_results of {rank} into `tmpdir` ("no
+// error" when it returned), each rank writing through the disk that `disk_of`
+// gives it.
+std::vector<std::string> collect_errors(
+    int world_size, const fs::path& tmpdir,
+    const std::function<std::unique_ptr<engine::io::FileSystem>(int rank)>& disk_of) {
+  return harness::collect_ranks<std::string>(world_size, [&](int rank) {
+    const auto disk = disk_of(rank);
+    try {
+      dist::collect_results({c10::IValue(rank)}, world_size, "cpu", tmpdir.string(), *disk);
+    } catch (const dist::DistError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  });
+}
+
+// Each rank's error is rank 0's but for its "[rank r] " prefix, and names
+// `what`.
+void expect_the_same_error_everywhere(const std::vector<std::string>& errors,
+                                      const std::string& what) {
+  const std::string prefix = "[rank 0] ";
+  ASSERT_EQ(errors[0].rfind(prefix, 0), 0u) << errors[0];
+  const std::string shared = errors[0].substr(prefix.size());
+  EXPECT_NE(shared.find(what), std::string::npos) << shared;
+  for (size_t rank = 1; rank < errors.size(); ++rank) {
+    EXPECT_EQ(errors[rank], "[rank " + std::to_string(rank) + "] " + shared);
+  }
+}
+
+// A disk that keeps only the first half of what each write hands it, and
+// says nothing.
+class TornWrites : public failing_fs::FailingFileSystem {
+ public:
+  int write(int handle, std::string_view data) override {
+    return FailingFileSystem::write(handle, data.substr(0, data.size() / 2));
+  }
+};
 
 }  // namespace
 
@@ -271,6 +320,76 @@ TEST(CollectResults, BackToBackCallsOnOneFolderDoNotMixUp) {
     }
   });
   engine::io::remove_all(dir);
+}
+
+// One rank's disk fails (full) at one step of writing its part, for every
+// rank and every step: every rank throws the same error naming that rank,
+// none waits for it, and the call's folder is gone.
+TEST(CollectResults, AWriteThatFailsOnAnyRankAtAnyStepStopsEveryRankAndLeavesNothing) {
+  const int world_size = harness::max_world_size(3);
+  const fs::path dir = fresh_dir("failing_write");
+  std::vector<int> steps(world_size);
+  collect_errors(world_size, dir, [&](int rank) {
+    struct Counting : failing_fs::FailingFileSystem {
+      explicit Counting(int& steps) : steps_(steps) {}
+      ~Counting() override { steps_ = steps(); }
+      int& steps_;
+    };
+    return std::make_unique<Counting>(steps[rank]);
+  });
+  int planted = 0;
+  for (int failing = 0; failing < world_size; ++failing) {
+    // In process mode only this process's count is known; every rank writes
+    // its part in the same steps.
+    const int count = steps[harness::process_mode() ? harness::process_rank() : failing];
+    ASSERT_GT(count, 0);
+    for (int step = 0; step < count; ++step, ++planted) {
+      const auto errors = collect_errors(world_size, dir, [&](int rank) {
+        auto disk = std::make_unique<failing_fs::FailingFileSystem>();
+        if (rank == failing) disk->fail_at(step, ENOSPC);
+        return disk;
+      });
+      SCOPED_TRACE("rank " + std::to_string(failing) + " failing at step " + std::to_string(step));
+      expect_the_same_error_everywhere(
+          errors, "collect_results: rank " + std::to_string(failing) + " could not write its part");
+      EXPECT_NE(errors[0].find(std::strerror(ENOSPC)), std::string::npos) << errors[0];
+      EXPECT_EQ(errors[0].find("\n"), std::string::npos) << "more than one rank named";
+      harness::once_for_all_processes([&] { EXPECT_EQ(entries_in(dir), 0); });
+    }
+  }
+  std::cout << "collect_results: " << planted << " faults planted\n";
+  harness::once_for_all_processes([&] { engine::io::remove_all(dir); });
+}
+
+TEST(CollectResults, AFolderRankZeroCannotCreateStopsEveryRank) {
+  const fs::path dir = fresh_dir("not_a_folder");
+  harness::once_for_all_processes([&] { std::ofstream(dir / "file") << "x"; });
+  const auto errors = collect_errors(harness::max_world_size(3), dir / "file", [](int) {
+    return std::make_unique<failing_fs::FailingFileSystem>();
+  });
+  expect_the_same_error_everywhere(
+      errors, "rank 0 could not create the call's folder: in " + (dir / "file").string());
+  EXPECT_NE(errors[0].find("pass another tmpdir"), std::string::npos) << errors[0];
+  harness::once_for_all_processes([&] { engine::io::remove_all(dir); });
+}
+
+// Rank 0 reads back a part that the last rank's disk tore: every rank hears
+// of it, and the folder is gone.
+TEST(CollectResults, APartRankZeroCannotReadStopsEveryRankAndLeavesNothing) {
+  const int world_size = harness::max_world_size(3);
+  const fs::path dir = fresh_dir("torn_part");
+  const auto errors = collect_errors(world_size, dir, [&](int rank) {
+    return rank == world_size - 1 ? std::make_unique<TornWrites>()
+                                  : std::make_unique<failing_fs::FailingFileSystem>();
+  });
+  expect_the_same_error_everywhere(errors,
+                                   "rank 0 could not read the parts back and remove them: ");
+  EXPECT_NE(errors[0].find("part_" + std::to_string(world_size - 1) + ".pkl"), std::string::npos)
+      << errors[0];
+  harness::once_for_all_processes([&] {
+    EXPECT_EQ(entries_in(dir), 0);
+    engine::io::remove_all(dir);
+  });
 }
 
 TEST(CollectResults, RejectsUnknownDevice) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "engine/dist/helpers.h"
 #include "engine/dist/info.h"
 #include "engine/dist/objects.h"
 #include "engine/dist/pickle.h"
@@ -203,33 +204,13 @@ c10::IValue load_file(const std::string& path) {
   return unpickled(path, bytes, file);
 }
 
-std::string failure_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const std::exception& error) {
-    return error.what();
-  }
-  return "";
-}
-
 void throw_if_any_rank_failed(const std::string& failure, const std::string& what) {
-  std::vector<std::string> failures;
-  if (dist::is_distributed()) {
-    for (const auto& one : dist::all_gather_object(failure)) failures.push_back(one.toStringRef());
-  } else {
-    failures.push_back(failure);
-  }
-  std::string lines;
-  for (size_t rank = 0; rank < failures.size(); ++rank) {
-    if (failures[rank].empty()) continue;
-    lines += (lines.empty() ? "" : "\n  ") + std::string("rank ") + std::to_string(rank) +
-             " could not " + what + ": " + failures[rank];
-  }
-  if (!lines.empty()) throw CheckpointError(dist::on_rank(dist::get_rank(), lines));
+  const std::string failures = dist::failures_of_ranks(failure, what);
+  if (!failures.empty()) throw CheckpointError(dist::on_rank(dist::get_rank(), failures));
 }
 
 void on_first_rank_for_all(const std::function<void()>& write, const std::string& what) {
-  throw_if_any_rank_failed(dist::get_rank() == 0 ? failure_of(write) : "", what);
+  throw_if_any_rank_failed(dist::get_rank() == 0 ? dist::failure_of(write) : "", what);
 }
 
 }  // namespace engine::checkpoint

@@ -38,14 +38,9 @@ void save_file(const std::string& path, const c10::IValue& content,
 // reads a torch.save file.
 c10::IValue load_file(const std::string& path);
 
-// The message of what `action` threw ("" if it returned).
-std::string failure_of(const std::function<void()>& action);
-
-// Collective over the default group (alone when not distributed): every
-// rank learns every rank's `failure` ("" for none), and if any failed all
-// throw the same CheckpointError, a line "rank K could not <what>: <its
-// failure>" for each failed rank K. Put around per-rank writes and reads so
-// that no rank goes on to train while another stopped.
+// dist::failures_of_ranks, thrown as the same CheckpointError on every rank
+// when any rank failed. Put around per-rank writes and reads so that no rank
+// goes on to train while another stopped.
 void throw_if_any_rank_failed(const std::string& failure, const std::string& what);
 
 // Rank 0 runs `write`; then throw_if_any_rank_failed.

@@ -23,6 +23,7 @@
 #include "engine/dist/pickle.h"
 #include "engine/dist/reduce_kernel.h"
 #include "engine/dist/reduce_op.h"
+#include "engine/io/atomic_file.h"
 #include "engine/io/file_system.h"
 
 namespace engine::dist {
@@ -163,57 +164,117 @@ c10::IValue to_list(const std::vector<c10::IValue>& values) {
   return list;
 }
 
-std::string make_unique_dir(const std::optional<std::string>& tmpdir) {
-  const fs::path base = tmpdir ? fs::path(*tmpdir) : fs::temp_directory_path();
-  fs::create_directories(base);
-  std::string pattern = (base / "collect_results_XXXXXX").string();
-  if (!mkdtemp(pattern.data())) {
-    throw DistError(on_rank(get_rank(), "collect_results cannot create a folder in " +
-                                            base.string() +
-                                            ": check that it is writable or pass another tmpdir"));
-  }
-  return pattern;
+// What every rank throws when a step of collect_results failed somewhere.
+[[noreturn]] void collect_failed(const std::string& failures) {
+  throw DistError(on_rank(get_rank(), "collect_results: " + failures));
 }
 
-void write_file(const fs::path& path, const at::Tensor& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(static_cast<const char*>(bytes.data_ptr()), bytes.numel());
-  out.close();
-  if (!out) {
-    throw DistError(on_rank(get_rank(), "collect_results cannot write " + path.string() +
-                                            ": check free space and permissions of tmpdir"));
+// A fresh folder under `tmpdir` (default: the system's temp dir), made by
+// rank 0 and shared with every rank.
+fs::path call_folder(const std::optional<std::string>& tmpdir) {
+  std::string folder, failure;
+  if (get_rank() == 0) {
+    failure = failure_of([&] {
+      const fs::path base = tmpdir ? fs::path(*tmpdir) : fs::temp_directory_path();
+      std::error_code error;
+      fs::create_directories(base, error);
+      std::string pattern = (base / "collect_results_XXXXXX").string();
+      if (error || !mkdtemp(pattern.data())) {
+        throw std::runtime_error("in " + base.string() + " (" +
+                                 (error ? error.message() : std::strerror(errno)) +
+                                 "): check that it is writable or pass another tmpdir");
+      }
+      folder = pattern;
+    });
   }
+  const std::string failures = failures_of_ranks(failure, "create the call's folder");
+  if (!failures.empty()) collect_failed(failures);
+  std::vector<c10::IValue> shared = {folder};
+  broadcast_object_list(shared, 0);
+  return shared[0].toStringRef();
+}
+
+fs::path part_path(const fs::path& folder, int rank) {
+  return folder / ("part_" + std::to_string(rank) + ".pkl");
 }
 
 at::Tensor read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": " + std::strerror(errno));
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
                                 std::istreambuf_iterator<char>());
-  if (!in.eof() && !in) throw DistError("collect_results cannot read " + path.string());
+  if (!in.eof() && !in) throw std::runtime_error(path.string() + ": " + std::strerror(errno));
   at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
   std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
   return out;
 }
 
-std::optional<std::vector<c10::IValue>> collect_through_files(
-    const std::vector<c10::IValue>& part, int64_t size, const std::optional<std::string>& tmpdir) {
-  const int rank = get_rank();
-  std::vector<c10::IValue> dir = {rank == 0 ? c10::IValue(make_unique_dir(tmpdir)) : c10::IValue()};
-  broadcast_object_list(dir, 0);
-  const fs::path folder = dir[0].toStringRef();
-  write_file(folder / ("part_" + std::to_string(rank) + ".pkl"), pickle(to_list(part)));
-  barrier();
-  if (rank != 0) return std::nullopt;
+std::vector<c10::IValue> read_parts(const fs::path& folder, int64_t size) {
   std::vector<std::vector<c10::IValue>> parts;
   for (int r = 0; r < get_world_size(); ++r) {
-    const fs::path path = folder / ("part_" + std::to_string(r) + ".pkl");
+    const fs::path path = part_path(folder, r);
     parts.push_back(to_vector(unpickle(read_file(path), path.string())));
   }
-  io::remove_all(folder);
   return merge_round_robin(parts, size);
 }
 
+// Each rank writes its part; once every rank has, rank 0 reads them all and
+// removes the folder. Each step ends in a collective that tells every rank
+// whether any rank failed, so that a failure anywhere stops every rank.
+std::optional<std::vector<c10::IValue>> collect_through_files(
+    const std::vector<c10::IValue>& part, int64_t size, const std::optional<std::string>& tmpdir,
+    io::FileSystem& file_system) {
+  const int rank = get_rank();
+  const fs::path folder = call_folder(tmpdir);
+  const std::string written = failures_of_ranks(
+      failure_of([&] {
+        const at::Tensor bytes = pickle(to_list(part));
+        io::write_atomically(part_path(folder, rank).string(),
+                             {std::string_view(static_cast<const char*>(bytes.data_ptr()),
+                                               static_cast<size_t>(bytes.numel()))},
+                             file_system);
+      }),
+      "write its part");
+  std::optional<std::vector<c10::IValue>> merged;
+  std::string failure;
+  if (rank == 0) {
+    if (written.empty()) failure = failure_of([&] { merged = read_parts(folder, size); });
+    std::error_code removed;
+    io::remove_all(folder.string(), removed);
+    if (failure.empty() && removed) failure = folder.string() + ": " + removed.message();
+  }
+  if (!written.empty()) collect_failed(written);
+  const std::string read = failures_of_ranks(failure, "read the parts back and remove them");
+  if (!read.empty()) collect_failed(read);
+  return merged;
+}
+
 }  // namespace
+
+std::string failure_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  return "";
+}
+
+std::string failures_of_ranks(const std::string& failure, const std::string& what) {
+  std::vector<std::string> failures;
+  if (is_distributed()) {
+    for (const auto& one : all_gather_object(failure)) failures.push_back(one.toStringRef());
+  } else {
+    failures.push_back(failure);
+  }
+  std::string lines;
+  for (size_t rank = 0; rank < failures.size(); ++rank) {
+    if (failures[rank].empty()) continue;
+    lines += (lines.empty() ? "" : "\n  ") + std::string("rank ") + std::to_string(rank) +
+             " could not " + what + ": " + failures[rank];
+  }
+  return lines;
+}
 
 int64_t sync_random_seed(const GroupPtr& group) {
   std::random_device device;
@@ -275,7 +336,8 @@ void all_reduce_params(const std::vector<at::Tensor>& params, bool coalesce, int
 
 std::optional<std::vector<c10::IValue>> collect_results(const std::vector<c10::IValue>& part,
                                                         int64_t size, const std::string& device,
-                                                        const std::optional<std::string>& tmpdir) {
+                                                        const std::optional<std::string>& tmpdir,
+                                                        io::FileSystem& file_system) {
   if (device != "cpu" && device != "gpu") {
     throw InvalidArgument(on_rank(get_rank(),
                                   "collect_results: device must be \"cpu\" (through "
@@ -287,7 +349,7 @@ std::optional<std::vector<c10::IValue>> collect_results(const std::vector<c10::I
         on_rank(get_rank(), "collect_results: size must be >= 0, got " + std::to_string(size)));
   }
   if (get_world_size() == 1) return merge_round_robin({part}, size);
-  if (device == "cpu") return collect_through_files(part, size, tmpdir);
+  if (device == "cpu") return collect_through_files(part, size, tmpdir, file_system);
   std::vector<std::vector<c10::IValue>> parts;
   for (const auto& value : all_gather_object(to_list(part))) parts.push_back(to_vector(value));
   if (get_rank() != 0) return std::nullopt;

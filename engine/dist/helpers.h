@@ -4,12 +4,14 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/dist/group.h"
+#include "engine/io/file_system.h"
 
 // mmengine.dist's higher-level helpers.
 namespace engine::dist {
@@ -56,8 +58,25 @@ std::vector<at::Tensor> all_gather_anywhere(const at::Tensor& data,
 // node). Each call works in a fresh sub-folder that it removes afterwards;
 // `tmpdir` itself is never deleted. device "gpu": through all_gather_object.
 // None results are kept in place.
+//
+// When any rank fails (rank 0 cannot create the folder, a rank cannot pickle
+// or write its part, rank 0 cannot read one back), every rank throws the same
+// DistError naming each rank that failed and why, and the call's folder is
+// removed; no rank is left waiting. `fs`: where each rank writes its part
+// (io::write_atomically; tests put a failing one there).
 std::optional<std::vector<c10::IValue>> collect_results(
     const std::vector<c10::IValue>& part, int64_t size, const std::string& device = "cpu",
-    const std::optional<std::string>& tmpdir = std::nullopt);
+    const std::optional<std::string>& tmpdir = std::nullopt,
+    io::FileSystem& fs = io::posix_file_system());
+
+// The message of what `action` threw ("" if it returned).
+std::string failure_of(const std::function<void()>& action);
+
+// Collective over the default group (alone when not distributed): every rank
+// learns every rank's `failure` ("" for none). Returns "" when none failed,
+// else a line "rank K could not <what>: <its failure>" for each rank K that
+// failed, the same on every rank. Put around work that each rank does alone
+// (a write, a read) so that no rank goes on while another stopped.
+std::string failures_of_ranks(const std::string& failure, const std::string& what);
 
 }  // namespace engine::dist

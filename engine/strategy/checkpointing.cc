@@ -181,7 +181,7 @@ void BaseStrategy::write_single_file(const std::string& path, Dict training,
       [&] {
         training.insert("state_dict", checkpoint::to_dict(model_state()));
         training.insert("optimizer", optimizer_state());
-        checkpoint::save_file(path, training);
+        checkpoint::save_file(path, training, file_system());
       },
       "save the checkpoint");
 }

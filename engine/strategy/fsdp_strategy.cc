@@ -224,7 +224,7 @@ void FSDPStrategy::write_checkpoint(const std::string& path, Dict training) {
   }
   training.insert("buffers", checkpoint::to_dict(buffers()));
   training.insert("optimizer_groups", optim::to_state_dict(positional({}, optimizer)));
-  checkpoint::save_sharded(path, sharded_state(&optimizer), training);
+  checkpoint::save_sharded(path, sharded_state(&optimizer), training, file_system());
 }
 
 Dict FSDPStrategy::read_checkpoint(const std::string& path, const LoadOptions& options,
@@ -232,8 +232,8 @@ Dict FSDPStrategy::read_checkpoint(const std::string& path, const LoadOptions& o
   checkpoint::ShardedState state = sharded_state();
   optim::OptimizerState groups;
   Dict content = empty_extra();
-  const std::string failure = checkpoint::failure_of(
-      [&] { content = read_into(path, options, with_optimizer, state, groups); });
+  const std::string failure =
+      dist::failure_of([&] { content = read_into(path, options, with_optimizer, state, groups); });
   // A rank that lacks one of its files must not leave the others training.
   checkpoint::throw_if_any_rank_failed(failure, "load checkpoint " + path);
   wrapper().load_local_shards(state.shards);

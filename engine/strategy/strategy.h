@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/checkpoint/state_dict.h"
+#include "engine/io/file_system.h"
 #include "engine/model/activation_checkpoint/checkpointed_modules.h"
 #include "engine/model/base_model.h"
 #include "engine/model/tensor_dict.h"
@@ -118,6 +119,10 @@ class BaseStrategy {
   // model once it is wrapped, their recomputations repeating the draws of
   // generator() too. Config key "activation_checkpointing" (every strategy).
   void set_activation_checkpointing(model::CheckpointSelection selection);
+  // Where save_checkpoint's files go from now on (default: this process's
+  // file system). Tests put one there that fails at a chosen step; it must
+  // outlive the strategy's saves.
+  void set_file_system(io::FileSystem& fs) { file_system_ = &fs; }
   // The paths of the modules that run checkpointed (after prepare()).
   std::vector<std::string> checkpointed_modules() const;
 
@@ -204,6 +209,8 @@ class BaseStrategy {
   void write_single_file(const std::string& path, c10::impl::GenericDict training,
                          const std::function<checkpoint::StateDict()>& model_state,
                          const std::function<c10::IValue()>& optimizer_state);
+  // Where checkpoints are written.
+  io::FileSystem& file_system() const { return *file_system_; }
   // A file written by write_single_file, read on every rank.
   static c10::impl::GenericDict read_single_file(const std::string& path);
   // content[key], or a CheckpointError naming the file and the key.
@@ -248,6 +255,7 @@ class BaseStrategy {
   void restore_rng_states(const c10::impl::GenericDict& states, const std::string& path);
 
   EnvOptions options_;
+  io::FileSystem* file_system_ = &io::posix_file_system();
   bool env_ready_ = false;
   int64_t seed_ = 0;
   int64_t shared_seed_ = 0;

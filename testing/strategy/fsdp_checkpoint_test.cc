@@ -12,6 +12,8 @@
 #include <ATen/ops/zeros_like.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -30,7 +32,9 @@
 #include "engine/registry/registry.h"
 #include "engine/strategy/fsdp_strategy.h"
 #include "examples/classifier.h"
+#include "sim/world.h"
 #include "testing/harness.h"
+#include "testing/io/failing_file_system.h"
 #include "testing/property.h"
 
 namespace {
@@ -424,6 +428,164 @@ TEST(FsdpCheckpointTest, AnIndexOfAnotherLayoutIsRefusedOnEveryRank) {
                                                  "sizes", std::string("four"));
                                            }),
                          layout);
+}
+
+// A save at iteration `iter` of a `world_size`-rank run into `path`, each
+// rank writing through the disk `disk_of` gives it; every rank's error ("" when
+// its save returned) and the steps its disk ran.
+struct SaveOutcome {
+  std::string error;
+  int64_t steps = 0;
+};
+c10::IValue to_ivalue(const SaveOutcome& outcome) {
+  return c10::ivalue::Tuple::create({outcome.error, outcome.steps});
+}
+void from_ivalue(const c10::IValue& value, SaveOutcome& out) {
+  const auto& elements = value.toTupleRef().elements();
+  out = {elements[0].toStringRef(), elements[1].toInt()};
+}
+
+std::vector<SaveOutcome> save_on(
+    const std::string& path, const RunSetup& setup, int world_size, int64_t iter,
+    const std::function<void(int rank, failing_fs::FailingFileSystem&)>& plant) {
+  return harness::collect_ranks<SaveOutcome>(world_size, [&](int rank) {
+    failing_fs::FailingFileSystem disk;
+    plant(rank, disk);
+    auto strategy = make_strategy("FSDPStrategy", setup);
+    strategy->set_file_system(disk);
+    train(prepare(*strategy, setup, 1), 0, iter, world_size);
+    SaveOutcome out;
+    try {
+      strategy->save_checkpoint(path, {iter, 0});
+    } catch (const CheckpointError& error) {
+      out.error = error.what();
+    }
+    out.steps = disk.steps();
+    return out;
+  });
+}
+
+// Every rank's "iter K" on resuming from `path`, or its error.
+std::vector<std::string> resumed_from(const std::string& path, const RunSetup& setup,
+                                      int world_size) {
+  return harness::collect_ranks<std::string>(world_size, [&](int) {
+    auto strategy = make_strategy("FSDPStrategy", setup);
+    prepare(*strategy, setup, 2);
+    try {
+      return "iter " + std::to_string(strategy->resume(path).progress.iter);
+    } catch (const CheckpointError& error) {
+      return std::string(error.what());
+    }
+  });
+}
+
+// One rank's disk fails (full) at one step of a save, for every rank and
+// every step of its writes, in a sharded and a full save: every rank throws
+// the same CheckpointError naming that rank, and what is on disk is the
+// previous save whole, or a directory that no load takes for finished. Only
+// a full save's file whose last step (the folder's sync) failed may already
+// hold the new save, whole.
+TEST(FsdpCheckpointTest, AWriteThatFailsOnAnyRankAtAnyStepLeavesNoFinishedSave) {
+  const int world = harness::max_world_size(3);
+  const auto no_fault = [](int, failing_fs::FailingFileSystem&) {};
+  for (const std::string type : {"sharded", "full"}) {
+    RunSetup setup;
+    setup.state_dict_type = type;
+    const std::string path = fresh_dir("failing_" + type);
+    const auto counted = save_on(path, setup, world, 2, no_fault);
+    int planted = 0;
+    for (int failing = 0; failing < world; ++failing) {
+      for (int64_t step = 0; step < counted[failing].steps; ++step, ++planted) {
+        SCOPED_TRACE(type + ": rank " + std::to_string(failing) + " failing at step " +
+                     std::to_string(step));
+        for (const auto& outcome : save_on(path, setup, world, 1, no_fault)) {
+          ASSERT_EQ(outcome.error, "");
+        }
+        const auto faulty = save_on(path, setup, world, 2, [&](int rank, auto& disk) {
+          if (rank == failing) disk.fail_at(static_cast<int>(step), ENOSPC);
+        });
+        const std::string shared = faulty[0].error.substr(faulty[0].error.find(']') + 1);
+        EXPECT_NE(shared.find("rank " + std::to_string(failing) + " could not save"),
+                  std::string::npos)
+            << shared;
+        EXPECT_NE(shared.find(std::strerror(ENOSPC)), std::string::npos) << shared;
+        EXPECT_EQ(shared.find("\n"), std::string::npos) << "more than one rank named";
+        for (int rank = 0; rank < world; ++rank) {
+          EXPECT_EQ(faulty[rank].error, "[rank " + std::to_string(rank) + "]" + shared);
+        }
+        const auto resumed = resumed_from(path, setup, world);
+        const bool last_step = step == counted[failing].steps - 1;
+        for (int rank = 0; rank < world; ++rank) {
+          if (type == "full" && last_step) {
+            EXPECT_EQ(resumed[rank], resumed[0]);
+            EXPECT_TRUE(resumed[0] == "iter 1" || resumed[0] == "iter 2") << resumed[0];
+          } else if (type == "full" || (failing == 0 && step == 0)) {
+            EXPECT_EQ(resumed[rank], "iter 1");  // the previous save, untouched
+          } else {
+            EXPECT_NE(resumed[rank].find("has no COMPLETE marker"), std::string::npos)
+                << resumed[rank];
+          }
+        }
+      }
+    }
+    std::cout << type << " save: " << planted << " faults planted\n";
+    EXPECT_GT(planted, world);
+  }
+}
+
+bool died(const std::exception_ptr& error) {
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const failing_fs::Crashed&) {
+    return true;
+  } catch (...) {
+  }
+  return false;
+}
+
+// A rank that dies at any step of a sharded save: the others are told, and no
+// load takes the directory for a finished save unless it is the new one,
+// whole.
+TEST(FsdpCheckpointTest, ARankThatDiesAtAnyStepOfASaveLeavesNoUnfinishedSaveLookingFinished) {
+  if (harness::process_mode()) GTEST_SKIP() << "a rank's death is the simulator's to plant";
+  const int world = 3;
+  const RunSetup setup;
+  const std::string path = fresh_dir("dying");
+  const auto counted = save_on(path, setup, world, 2, [](int, failing_fs::FailingFileSystem&) {});
+  int planted = 0;
+  for (int dying = 0; dying < world; ++dying) {
+    for (int64_t step = 0; step < counted[dying].steps; ++step, ++planted) {
+      SCOPED_TRACE("rank " + std::to_string(dying) + " dying at step " + std::to_string(step));
+      save_on(path, setup, world, 1, [](int, failing_fs::FailingFileSystem&) {});
+      const auto outcome = sim::World(world, harness::test_options()).run_all([&](int rank) {
+        failing_fs::FailingFileSystem disk;
+        if (rank == dying) disk.crash_at(static_cast<int>(step));
+        auto strategy = make_strategy("FSDPStrategy", setup);
+        strategy->set_file_system(disk);
+        train(prepare(*strategy, setup, 1), 0, 2, world);
+        strategy->save_checkpoint(path, {2, 0});
+      });
+      for (int rank = 0; rank < world; ++rank) {
+        const std::string message = sim::error_message(outcome.errors[rank]);
+        if (rank == dying) {
+          EXPECT_TRUE(died(outcome.errors[rank])) << message;
+        } else {
+          EXPECT_STREQ(sim::error_kind(outcome.errors[rank]), "PeerFailure") << message;
+        }
+      }
+      const auto resumed = resumed_from(path, setup, world);
+      for (int rank = 0; rank < world; ++rank) {
+        EXPECT_EQ(resumed[rank].substr(resumed[rank].find(']') + 1),
+                  resumed[0].substr(resumed[0].find(']') + 1));
+      }
+      if (dying == 0 && step == 0) {
+        EXPECT_EQ(resumed[0], "iter 1");  // died before any write: the previous save
+      } else if (resumed[0] != "iter 2") {
+        EXPECT_NE(resumed[0].find("has no COMPLETE marker"), std::string::npos) << resumed[0];
+      }
+    }
+  }
+  std::cout << planted << " deaths planted\n";
 }
 
 // Inside an accumulation group every rank's gradients so far are part of the

@@ -13,12 +13,12 @@
 
 #include "engine/checkpoint/state_dict.h"
 #include "engine/dist/dist.h"
-#include "engine/io/file_system.h"
 #include "engine/model/batch_norm.h"
 #include "engine/runner/runner.h"
 #include "engine/strategy/fsdp_strategy.h"
 #include "engine/strategy/zero_strategy.h"
 #include "examples/classifier.h"
+#include "testing/io/failing_file_system.h"
 
 namespace resume_cases {
 namespace {
@@ -54,27 +54,15 @@ class CrashingData : public examples::Blobs {
 
 // The process's file system, but the `crash_at`-th rename (a snapshot's
 // commit) throws Killed instead.
-class CrashingCommits : public engine::io::FileSystem {
+class CrashingCommits : public failing_fs::FailingFileSystem {
  public:
   explicit CrashingCommits(std::optional<int64_t> crash_at) : crash_at_(crash_at) {}
-  int create_directories(const std::string& folder) override {
-    return posix().create_directories(folder);
-  }
-  int open_for_write(const std::string& path, int& handle) override {
-    return posix().open_for_write(path, handle);
-  }
-  int write(int handle, std::string_view data) override { return posix().write(handle, data); }
-  int sync(int handle) override { return posix().sync(handle); }
-  int close(int handle) override { return posix().close(handle); }
   int rename(const std::string& from, const std::string& to) override {
     if (crash_at_ && ++renames_ == *crash_at_) throw Killed();
-    return posix().rename(from, to);
+    return FailingFileSystem::rename(from, to);
   }
-  int remove(const std::string& path) override { return posix().remove(path); }
-  int sync_folder(const std::string& folder) override { return posix().sync_folder(folder); }
 
  private:
-  static engine::io::FileSystem& posix() { return engine::io::posix_file_system(); }
   std::optional<int64_t> crash_at_;
   int64_t renames_ = 0;
 };

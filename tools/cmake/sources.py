@@ -36,7 +36,7 @@ GROUPS = {
     # engine: the test harness, the generators of cases, the seed policy.
     "DIST_ENGINE_TEST_SUPPORT_SOURCES": " + ".join([
         "//testing:harness", "//testing:repro", "//testing:test_main", "//testing:cases",
-        "//testing:pairwise",
+        "//testing:pairwise", "//testing/io:failing_file_system",
         "//testing/model:nets", "//testing/model:ddp_cases", "//testing/model:sharding_cases",
         "//testing/process:verdict", "//third_party/system:rapidcheck",
     ]),

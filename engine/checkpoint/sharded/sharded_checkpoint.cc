@@ -6,7 +6,9 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/GradMode.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -97,17 +99,22 @@ Dict index_content(const ShardedState& mine, const std::string& save_id, const D
 }
 
 // Rank 0 removes the old marker before any rank writes, and names the save.
-std::string begin_save(const std::string& dir) {
-  std::string save_id, failure;
-  if (dist::get_rank() == 0) {
-    failure = failure_of([&] { std::filesystem::remove(in_dir(dir, kMarker)); });
-    save_id = std::to_string(std::random_device{}()) + "-" + std::to_string(std::random_device{}());
-  }
-  std::vector<c10::IValue> shared{save_id, failure};
+std::string begin_save(const std::string& dir, io::FileSystem& fs, const std::string& what) {
+  std::string save_id;
+  on_first_rank_for_all(
+      [&] {
+        const std::string marker = in_dir(dir, kMarker);
+        const int error = fs.remove(marker);
+        if (error != 0 && error != ENOENT) {
+          throw CheckpointError(marker + ": cannot remove the previous save's marker (" +
+                                std::strerror(error) + ")");
+        }
+        save_id =
+            std::to_string(std::random_device{}()) + "-" + std::to_string(std::random_device{}());
+      },
+      what);
+  std::vector<c10::IValue> shared{save_id};
   dist::broadcast_object_list(shared, 0);
-  if (!shared[1].toStringRef().empty()) {
-    throw error_here("cannot save sharded checkpoint " + dir + ": " + shared[1].toStringRef());
-  }
   return shared[0].toStringRef();
 }
 
@@ -264,21 +271,29 @@ Dict read_sharded(const std::string& dir, ShardedState& mine) {
 
 }  // namespace
 
-void save_sharded(const std::string& dir, const ShardedState& mine, const Dict& common) {
-  const std::string save_id = begin_save(dir);
+void save_sharded(const std::string& dir, const ShardedState& mine, const Dict& common,
+                  io::FileSystem& fs) {
   const std::string what = "save sharded checkpoint " + dir;
-  throw_if_any_rank_failed(failure_of([&] {
-                             save_file(in_dir(dir, rank_file(dist::get_rank())),
-                                       rank_content(mine, save_id));
-                             if (dist::get_rank() == 0)
-                               save_file(in_dir(dir, kIndex), index_content(mine, save_id, common));
-                           }),
-                           what);
+  const std::string save_id = begin_save(dir, fs, what);
+  throw_if_any_rank_failed(
+      dist::failure_of([&] {
+        save_file(in_dir(dir, rank_file(dist::get_rank())), rank_content(mine, save_id), fs);
+        if (dist::get_rank() == 0)
+          save_file(in_dir(dir, kIndex), index_content(mine, save_id, common), fs);
+      }),
+      what);
   on_first_rank_for_all(
       [&] {
         Dict marker = optim::empty_value_dict();
         marker.insert("save_id", save_id);
-        save_file(in_dir(dir, kMarker), marker);
+        try {
+          save_file(in_dir(dir, kMarker), marker, fs);
+        } catch (const CheckpointError&) {
+          // A marker in place whose folder did not sync is a save the
+          // caller is told failed: it must not look finished.
+          fs.remove(in_dir(dir, kMarker));
+          throw;
+        }
       },
       what);
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/io/file_system.h"
 #include "engine/model/sharding/shard_layout.h"
 #include "engine/optim/optimizer_state.h"
 
@@ -36,9 +37,12 @@ struct ShardedState {
 
 // Collective over the default group (or alone when not distributed).
 // Every rank gets the same CheckpointError if any rank failed to write,
-// and then no marker exists.
+// naming each rank that failed, and then no marker exists: the previous
+// save's marker is removed before any rank writes. `fs`: where every file
+// operation goes (tests put a failing one there).
 void save_sharded(const std::string& dir, const ShardedState& mine,
-                  const c10::impl::GenericDict& common);
+                  const c10::impl::GenericDict& common,
+                  io::FileSystem& fs = io::posix_file_system());
 
 // Whether `path` is a sharded checkpoint's directory (it holds an index).
 bool is_sharded_checkpoint(const std::string& path);
