@@ -172,7 +172,11 @@ void GroupState::recv(int rank, const CallRecord& call, int src, int tag) {
                         world_.tag();
   } else {
     lock.unlock();
-    std::memcpy(call.tensor.data_ptr(), sent.tensor.data_ptr(), call.tensor.nbytes());
+    // An empty tensor may have no storage: memcpy's null pointers are
+    // undefined even for no bytes.
+    if (call.tensor.nbytes() > 0) {
+      std::memcpy(call.tensor.data_ptr(), sent.tensor.data_ptr(), call.tensor.nbytes());
+    }
     lock.lock();
   }
   const std::string mismatch = pending->mismatch;

@@ -47,6 +47,32 @@ struct ToOutput {
   }
 };
 
+// Integer sums and products wrap around, as PyTorch's do. They are computed
+// in an unsigned type of at least int's width, where wrapping is defined: a
+// signed overflow is undefined behaviour, and so is an unsigned short's
+// product once promoted to int.
+template <typename T>
+using Wrapping =
+    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+template <typename T>
+T add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(static_cast<Wrapping<T>>(a) + static_cast<Wrapping<T>>(b));
+  } else {
+    return static_cast<T>(a + b);
+  }
+}
+
+template <typename T>
+T multiply(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(static_cast<Wrapping<T>>(a) * static_cast<Wrapping<T>>(b));
+  } else {
+    return static_cast<T>(a * b);
+  }
+}
+
 // Runs `loop` with the elementwise function of `op` on T.
 template <typename T, typename Loop>
 void reduce_typed(const Loop& loop, ReduceOp op) {
@@ -55,13 +81,13 @@ void reduce_typed(const Loop& loop, ReduceOp op) {
       if constexpr (std::is_same_v<T, bool>) {
         return loop([](bool a, bool b) { return a || b; });
       } else {
-        return loop([](T a, T b) { return static_cast<T>(a + b); });
+        return loop(add<T>);
       }
     case ReduceOp::kProduct:
       if constexpr (std::is_same_v<T, bool>) {
         return loop([](bool a, bool b) { return a && b; });
       } else {
-        return loop([](T a, T b) { return static_cast<T>(a * b); });
+        return loop(multiply<T>);
       }
     case ReduceOp::kMin:
       return loop([](T a, T b) { return (is_nan(a) || a < b) ? a : b; });

@@ -10,7 +10,8 @@ namespace engine::model::init {
 namespace {
 
 std::optional<at::Tensor> own(torch::nn::Module& module, const std::string& name) {
-  const auto* found = module.named_parameters(/*recurse=*/false).find(name);
+  const auto parameters = module.named_parameters(/*recurse=*/false);
+  const auto* found = parameters.find(name);
   if (!found || !found->defined()) return std::nullopt;
   return *found;
 }
