@@ -1,39 +1,13 @@
 #include "engine/dist/init.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
-#include <string>
-#include <vector>
 
 #include "engine/dist/backend_registry.h"
 #include "engine/dist/checked_backend.h"
 #include "engine/dist/context.h"
 #include "engine/dist/errors.h"
-#include "engine/dist/objects.h"
 
 namespace engine::dist {
-namespace {
-
-std::string this_hostname() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
-// Every rank's hostname and local size, gathered: mpirun names no node.
-int mpi_node_rank(const LaunchSpec& spec) {
-  std::vector<std::string> hostnames;
-  std::vector<int> local_sizes;
-  for (const auto& one : all_gather_object(c10::ivalue::Tuple::create(
-           {this_hostname(), static_cast<int64_t>(spec.local_world_size)}))) {
-    hostnames.push_back(one.toTupleRef().elements()[0].toStringRef());
-    local_sizes.push_back(static_cast<int>(one.toTupleRef().elements()[1].toInt()));
-  }
-  return node_ranks_by_hostname(hostnames, local_sizes, spec.rank)[spec.rank];
-}
-
-}  // namespace
 
 LaunchSpec init_dist(const std::string& launcher, const std::string& backend,
                      const InitOptions& options) {
@@ -41,7 +15,7 @@ LaunchSpec init_dist(const std::string& launcher, const std::string& backend,
     throw InvalidArgument("init_dist: launcher must be pytorch, mpi or slurm, got '" + launcher +
                           "' (for a single process, do not call init_dist)");
   }
-  LaunchSpec spec =
+  const LaunchSpec spec =
       launch_spec(launcher, process_environment(), LaunchOptions{options.port, backend != "mpi"});
   for (const auto& [name, value] : spec.torchrun_variables())
     setenv(name.c_str(), value.c_str(), 1);
@@ -60,10 +34,6 @@ LaunchSpec init_dist(const std::string& launcher, const std::string& backend,
   if (options.debug || (debug && std::string(debug) == "DETAIL"))
     world = with_call_checks(std::move(world));
   init_process_group(std::move(world));
-  if (spec.launcher == "mpi") {
-    spec.node_rank = mpi_node_rank(spec);
-    setenv("GROUP_RANK", std::to_string(spec.node_rank).c_str(), 1);
-  }
   return spec;
 }
 
