@@ -5,9 +5,10 @@ here rather than from rules_cc, so that the options below apply wherever the
 engine is built, including from another workspace whose .bazelrc knows
 nothing of them.
 
-Under --config=unity (CI's), a library's .cc sources are compiled as one
-translation unit, so that LibTorch's headers, most of each source's compile
-time, are parsed once per library instead of once per source. Without it
+Under --config=unity (CI's), a library's or a test's .cc sources are
+compiled as one translation unit, so that LibTorch's headers and the
+templates every source instantiates are compiled once per target instead of
+once per source. Without it
 each source is compiled alone, as users and the consumer workspace build.
 """
 
@@ -54,5 +55,12 @@ def cc_library(name, srcs = [], copts = [], unity = True, **kwargs):
 def cc_binary(copts = [], **kwargs):
     _cc_binary(copts = ENGINE_COPTS + copts, **kwargs)
 
-def cc_test(copts = [], **kwargs):
-    _cc_test(copts = ENGINE_COPTS + copts, **kwargs)
+def cc_test(name, srcs = [], copts = [], **kwargs):
+    """rules_cc's cc_test; a test of several sources is one translation unit
+    under --config=unity, as a library is."""
+    _cc_test(
+        name = name,
+        srcs = _unity_srcs(name, srcs),
+        copts = ENGINE_COPTS + copts,
+        **kwargs
+    )

@@ -16,6 +16,7 @@
 #include "engine/dist/dist.h"
 #include "sim/world.h"
 #include "testing/cases.h"
+#include "testing/contains.h"
 #include "testing/harness.h"
 #include "testing/property.h"
 
@@ -23,9 +24,7 @@ namespace dist = engine::dist;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing_text::contains;
 
 // Runs `call` on every rank and returns the message of the `Error` it threw
 // there ("" where it did not throw).

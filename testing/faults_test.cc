@@ -13,6 +13,7 @@
 
 #include "engine/dist/dist.h"
 #include "sim/world.h"
+#include "testing/contains.h"
 #include "testing/harness.h"
 
 namespace dist = engine::dist;
@@ -21,9 +22,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing_text::contains;
 
 sim::WorldOptions virtual_options(const std::string& plan, milliseconds timeout) {
   sim::WorldOptions options = harness::test_options();

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "engine/dist/dist.h"
+#include "testing/contains.h"
 #include "testing/harness.h"
 #include "testing/work_kinds.h"
 
@@ -19,9 +20,7 @@ namespace {
 
 constexpr auto kTimeout = std::chrono::milliseconds(300);
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing_text::contains;
 
 // The late rank stays away (running its own code, not in a call) until the
 // waiter has made every call.

@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 using engine::io::remove_all;
 
-fs::path fresh_folder(const std::string& name) {
+fs::path empty_folder(const std::string& name) {
   const fs::path folder = fs::path(::testing::TempDir()) / name;
   remove_all(folder.string());
   fs::create_directories(folder);
@@ -26,7 +26,7 @@ fs::path fresh_folder(const std::string& name) {
 void write(const fs::path& path) { std::ofstream(path) << path.filename().string(); }
 
 TEST(RemoveAll, RemovesANestedTreeWithItsFilesAndEmptyFolders) {
-  const fs::path tree = fresh_folder("nested") / "tree";
+  const fs::path tree = empty_folder("nested") / "tree";
   fs::create_directories(tree / "a" / "b" / "c");
   fs::create_directories(tree / "empty");
   write(tree / "top.bin");
@@ -37,14 +37,14 @@ TEST(RemoveAll, RemovesANestedTreeWithItsFilesAndEmptyFolders) {
 }
 
 TEST(RemoveAll, RemovesASingleFile) {
-  const fs::path file = fresh_folder("file") / "one.bin";
+  const fs::path file = empty_folder("file") / "one.bin";
   write(file);
   remove_all(file.string());
   EXPECT_FALSE(fs::exists(file));
 }
 
 TEST(RemoveAll, RemovesALinkButNotWhatItPointsTo) {
-  const fs::path folder = fresh_folder("links");
+  const fs::path folder = empty_folder("links");
   fs::create_directories(folder / "kept");
   write(folder / "kept" / "data.bin");
   fs::create_directories(folder / "tree");
@@ -55,7 +55,7 @@ TEST(RemoveAll, RemovesALinkButNotWhatItPointsTo) {
 }
 
 TEST(RemoveAll, AMissingPathIsNoError) {
-  const fs::path missing = fresh_folder("missing") / "never" / "made";
+  const fs::path missing = empty_folder("missing") / "never" / "made";
   std::error_code error = std::make_error_code(std::errc::io_error);
   remove_all(missing.string(), error);
   EXPECT_FALSE(error);
@@ -63,7 +63,7 @@ TEST(RemoveAll, AMissingPathIsNoError) {
 }
 
 TEST(RemoveAll, APathItCannotLookAtIsAnErrorNamingIt) {
-  const std::string too_long = (fresh_folder("too_long") / std::string(300, 'x')).string();
+  const std::string too_long = (empty_folder("too_long") / std::string(300, 'x')).string();
   std::error_code error;
   remove_all(too_long, error);
   EXPECT_EQ(error, std::errc::filename_too_long);
@@ -77,7 +77,7 @@ TEST(RemoveAll, APathItCannotLookAtIsAnErrorNamingIt) {
 
 TEST(RemoveAll, AFolderItCannotEmptyIsAnErrorAndKeepsItsFiles) {
   if (geteuid() == 0) GTEST_SKIP() << "root may remove from a read-only folder";
-  const fs::path tree = fresh_folder("read_only") / "tree";
+  const fs::path tree = empty_folder("read_only") / "tree";
   fs::create_directories(tree / "locked");
   write(tree / "locked" / "data.bin");
   fs::permissions(tree / "locked", fs::perms::owner_read | fs::perms::owner_exec);

@@ -22,7 +22,7 @@ namespace {
 using engine::model::ForwardMode;
 using engine::model::TensorDict;
 
-constexpr int kWorld = 6;
+constexpr int kRanks = 6;
 constexpr int kHybridShardSize = 3;
 
 // One float32 parameter `w`, zero; the loss w·x has the gradient x.
@@ -84,22 +84,22 @@ class GradientOrder : public testing::TestWithParam<std::string> {};
 
 TEST_P(GradientOrder, EveryRankGetsTheRankOrderMeanBitForBit) {
   const std::string wrapper = GetParam();
-  const int group_size = wrapper == "HYBRID_SHARD" ? kHybridShardSize : kWorld;
+  const int group_size = wrapper == "HYBRID_SHARD" ? kHybridShardSize : kRanks;
   bool orders_differ = false;
   for (const int64_t count : {int64_t{1}, int64_t{5}, int64_t{1000}, int64_t{1} << 16}) {
     SCOPED_TRACE("elements " + std::to_string(count));
     std::vector<at::Tensor> grads;
-    for (int r = 0; r < kWorld; ++r) grads.push_back(cases::order_sensitive_floats(r, count));
+    for (int r = 0; r < kRanks; ++r) grads.push_back(cases::order_sensitive_floats(r, count));
     const at::Tensor expected = rank_order_mean(grads, group_size);
     // Another order to tell from the expected one: the reverse, or for
     // HYBRID_SHARD (whose pairs sum alike either way) one flat sum.
     const std::vector<at::Tensor> reversed(grads.rbegin(), grads.rend());
-    const at::Tensor other = group_size < kWorld ? rank_order_mean(grads, kWorld)
+    const at::Tensor other = group_size < kRanks ? rank_order_mean(grads, kRanks)
                                                  : rank_order_mean(reversed, group_size);
     orders_differ |= !at::equal(expected, other);
     const auto results = harness::collect_ranks<at::Tensor>(
-        kWorld, [&](int rank) { return reduced_gradient(wrapper, grads[rank]); });
-    for (int r = 0; r < kWorld; ++r) {
+        kRanks, [&](int rank) { return reduced_gradient(wrapper, grads[rank]); });
+    for (int r = 0; r < kRanks; ++r) {
       EXPECT_TRUE(cases::bit_equal(results[r], expected)) << "rank " << r;
     }
   }
