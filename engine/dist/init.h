@@ -25,7 +25,13 @@ struct InitOptions {
 // creates `backend` from the registry and makes it the process group.
 // Throws InvalidArgument for an unknown launcher, a bad environment (naming
 // the variable), or a backend not built into this binary (listing those that
-// are); MASTER_ADDR is required unless the backend is "mpi".
+// are); MASTER_ADDR is required unless the backend is "mpi". Under mpi,
+// whose environment names no node, the returned node_rank and GROUP_RANK
+// number the nodes by hostname in the order of their lowest rank (uneven
+// nodes included), found through an all_gather on the new backend before it
+// becomes the process group (so the flight recorder's first collective is
+// still the user's); an InvalidArgument on every rank when a hostname holds
+// another number of ranks than its OMPI_COMM_WORLD_LOCAL_SIZE.
 LaunchSpec init_dist(const std::string& launcher, const std::string& backend,
                      const InitOptions& options = {});
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <map>
 
 #include "engine/dist/errors.h"
 #include "engine/launch/hostlist.h"
@@ -213,6 +214,28 @@ Environment LaunchSpec::torchrun_variables() const {
                      {"MASTER_PORT", std::to_string(master_port)}};
   if (!master_addr.empty()) env["MASTER_ADDR"] = master_addr;
   return env;
+}
+
+std::vector<int> node_ranks_by_hostname(const std::vector<std::string>& hostnames,
+                                        const std::vector<int>& local_sizes, int rank) {
+  std::map<std::string, int> node_of;  // by hostname
+  std::map<std::string, int> ranks_on;
+  for (const std::string& name : hostnames) {
+    node_of.emplace(name, static_cast<int>(node_of.size()));
+    ++ranks_on[name];
+  }
+  std::vector<int> nodes;
+  for (size_t r = 0; r < hostnames.size(); ++r) {
+    if (ranks_on[hostnames[r]] != local_sizes[r]) {
+      throw InvalidArgument(on_rank(
+          rank, "rank " + std::to_string(r) + " says its node holds " +
+                    std::to_string(local_sizes[r]) + " ranks, but " +
+                    std::to_string(ranks_on[hostnames[r]]) + " ranks run on hosts named \"" +
+                    hostnames[r] + "\": give every machine of the job a hostname of its own"));
+    }
+    nodes.push_back(node_of[hostnames[r]]);
+  }
+  return nodes;
 }
 
 }  // namespace engine::dist

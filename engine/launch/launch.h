@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 // Reading the launch environment: which launcher started this process and
 // where it stands. Pure functions of an Environment, so that every rule and
@@ -60,7 +61,9 @@ struct LaunchOptions {
 //   TORCHELASTIC_RESTART_COUNT under torchrun; DIST_ENGINE_STORE_LIBTORCH
 //   under engine-launch.
 // - mpi: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE (required),
-//   MASTER_ADDR, MASTER_PORT.
+//   MASTER_ADDR, MASTER_PORT. Open MPI names no node: node_rank is
+//   RANK / LOCAL_SIZE, right only for even nodes in rank order, until
+//   init_dist numbers the nodes by hostname.
 // - slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODELIST
 //   (required); tasks per node from SLURM_TASKS_PER_NODE, else SLURM_NTASKS
 //   spread evenly over the nodes; node from SLURM_NODEID, else derived; the
@@ -72,5 +75,14 @@ struct LaunchOptions {
 // `needs_master_addr`, or a malformed node list.
 LaunchSpec launch_spec(const std::string& launcher, const Environment& env,
                        const LaunchOptions& options = {});
+
+// The node of every rank of a job whose rank r runs on the machine named
+// hostnames[r], which it says holds local_sizes[r] ranks: the nodes numbered
+// by hostname in the order of their lowest rank (what mpirun's environment
+// does not say; init_dist gathers the names). Throws InvalidArgument, from
+// rank `rank`, naming the first rank whose hostname holds another number of
+// ranks than its local size: two machines share a name.
+std::vector<int> node_ranks_by_hostname(const std::vector<std::string>& hostnames,
+                                        const std::vector<int>& local_sizes, int rank);
 
 }  // namespace engine::dist

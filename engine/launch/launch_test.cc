@@ -188,5 +188,27 @@ TEST(LaunchSpec, SlurmUnevenNodesPlaceEveryRankWithoutANodeId) {
   }
 }
 
+// What init_dist does under mpirun, whose environment names no node.
+TEST(NodeRanksByHostname, NumbersNodesInTheOrderOfTheirLowestRank) {
+  using Names = std::vector<std::string>;
+  // Uneven nodes, where RANK / LOCAL_SIZE gives rank 3 node 3.
+  EXPECT_EQ(node_ranks_by_hostname(Names{"b", "b", "b", "a"}, {3, 3, 3, 1}, 0),
+            (std::vector<int>{0, 0, 0, 1}));
+  // mpirun --map-by node: a node's ranks are not one run.
+  EXPECT_EQ(node_ranks_by_hostname(Names{"x", "y", "x", "y", "z"}, {2, 2, 2, 2, 1}, 4),
+            (std::vector<int>{0, 1, 0, 1, 2}));
+  EXPECT_EQ(node_ranks_by_hostname(Names{"only"}, {1}, 0), std::vector<int>{0});
+}
+
+TEST(NodeRanksByHostname, TwoMachinesWithOneNameAreNamed) {
+  const std::string error = error_of([] {
+    node_ranks_by_hostname({"n", "n", "n", "n"}, {2, 2, 2, 2}, 3);
+  });
+  EXPECT_TRUE(has(error,
+                  "[rank 3] rank 0 says its node holds 2 ranks, but 4 ranks run on hosts "
+                  "named \"n\": give every machine of the job a hostname of its own"))
+      << error;
+}
+
 }  // namespace
 }  // namespace engine::dist

@@ -1,7 +1,10 @@
 // What a rank of a job over several machines sees of them, checked on each
 // rank of a job that engine-launch starts on every emulated host
 // (emulated_hosts.sh), nproc_per_node ranks a host:
-//   - its node's ranks share its hostname, and no other node's do;
+//   - its node's ranks share its hostname and GROUP_RANK, and no other
+//     node's do; the nodes are numbered in the order of their lowest rank,
+//     and LOCAL_WORLD_SIZE and LOCAL_RANK count each node's ranks (even or
+//     uneven nodes: the rest below runs on even nodes only);
 //   - get_local_rank and get_local_size after init_local_group agree with
 //     torchrun's LOCAL_RANK and LOCAL_WORLD_SIZE, and the local group sums
 //     its node's ranks only;
@@ -19,6 +22,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,15 +57,45 @@ class Probe {
 
   bool passed() const { return passed_; }
 
-  void hostnames(int per_node) {
-    const auto names = dist::all_gather_object(this_hostname());
+  // Every rank's hostname and torchrun variables: ranks share GROUP_RANK
+  // exactly when they share a hostname, the nodes are numbered in the order
+  // of their lowest rank, and LOCAL_WORLD_SIZE and LOCAL_RANK count each
+  // node's ranks in rank order. Returns whether the nodes are even: as many
+  // ranks each, in one run of ranks (what init_local_group takes).
+  bool nodes() {
+    const auto all = dist::all_gather_object(c10::ivalue::Tuple::create(
+        {this_hostname(), int64_t{env_int("GROUP_RANK")}, int64_t{env_int("LOCAL_WORLD_SIZE")},
+         int64_t{env_int("LOCAL_RANK")}}));
+    std::vector<std::string> names;  // by node, in the order of their lowest rank
+    std::map<std::string, std::vector<int>> ranks_of;
     for (int other = 0; other < world_; ++other) {
-      const bool same_node = other / per_node == rank_ / per_node;
-      const bool same_name = names[other].toStringRef() == this_hostname();
-      expect(same_node == same_name, "rank " + std::to_string(other) + " is on " +
-                                         names[other].toStringRef() + ", this rank on " +
-                                         this_hostname());
+      const std::string name = all[other].toTupleRef().elements()[0].toStringRef();
+      if (ranks_of.count(name) == 0) names.push_back(name);
+      ranks_of[name].push_back(other);
     }
+    bool even = true;
+    for (size_t node = 0; node < names.size(); ++node) {
+      const std::vector<int>& ranks = ranks_of[names[node]];
+      even = even && ranks.size() == ranks_of[names[0]].size() &&
+             ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size());
+      for (size_t local = 0; local < ranks.size(); ++local) {
+        const auto& seen = all[ranks[local]].toTupleRef().elements();
+        const std::string who = "rank " + std::to_string(ranks[local]) + " on " + names[node];
+        expect(seen[1].toInt() == static_cast<int64_t>(node),
+               who + " has GROUP_RANK " + std::to_string(seen[1].toInt()) + ", its node is " +
+                   std::to_string(node));
+        expect(seen[2].toInt() == static_cast<int64_t>(ranks.size()),
+               who + " has LOCAL_WORLD_SIZE " + std::to_string(seen[2].toInt()) + ", its node " +
+                   std::to_string(ranks.size()) + " ranks");
+        expect(seen[3].toInt() == static_cast<int64_t>(local),
+               who + " has LOCAL_RANK " + std::to_string(seen[3].toInt()) + ", not " +
+                   std::to_string(local));
+      }
+    }
+    if (rank_ == 0) {
+      std::cout << names.size() << " nodes, " << (even ? "even" : "uneven") << "\n";
+    }
+    return even;
   }
 
   void local_group(int node, int per_node) {
@@ -125,15 +159,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   dist::init_dist(argc == 3 ? argv[2] : "pytorch", argv[1]);
-  const int per_node = env_int("LOCAL_WORLD_SIZE");
-  const int node = env_int("GROUP_RANK");
   Probe probe;
-  probe.hostnames(per_node);
-  probe.local_group(node, per_node);
-  const bool one_machine = per_node == dist::get_world_size();
-  probe.node_shared(dist::get_local_group(), /*shared=*/per_node > 1, "local group");
-  probe.node_shared(nullptr, /*shared=*/one_machine, "world");
-  probe.large_calls(dist::get_local_group(), "local group");
+  const bool even = probe.nodes();
+  const int per_node = env_int("LOCAL_WORLD_SIZE");
+  if (even) {  // init_local_group takes even nodes only, as mmengine's
+    probe.local_group(env_int("GROUP_RANK"), per_node);
+    probe.node_shared(dist::get_local_group(), /*shared=*/per_node > 1, "local group");
+    probe.large_calls(dist::get_local_group(), "local group");
+  }
+  probe.node_shared(nullptr, /*shared=*/per_node == dist::get_world_size(), "world");
   probe.large_calls(nullptr, "world");
   const bool passed = all_ranks_passed(probe.passed());
   if (dist::get_rank() == 0) std::cout << (passed ? "every rank passed\n" : "a rank failed\n");
