@@ -1,9 +1,12 @@
 #include "engine/dist/collectives.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 
+#include <algorithm>
 #include <memory>
+#include <string>
 
 #include "engine/dist/context.h"
 #include "engine/dist/describe.h"
@@ -54,6 +57,28 @@ struct GroupCall {
     }
   }
 
+  // A tensor the call writes: no two of its elements may share memory (an
+  // expanded view), or the result would depend on the order of the writes.
+  void check_writable(const at::Tensor& t, const std::string& what) const {
+    if (at::has_internal_overlap(t) == at::MemOverlap::Yes) {
+      invalid(what +
+              " has elements that share memory (an expanded or broadcast view?): the call "
+              "writes it, so pass a tensor whose every element has memory of its own");
+    }
+  }
+
+  // `written` and `read` share no memory. `in_place` says that the call
+  // has an in-place form (the caller checked it was not that).
+  void check_apart(const at::Tensor& written, const std::string& written_name,
+                   const at::Tensor& read, const std::string& read_name,
+                   bool in_place = false) const {
+    const at::MemOverlapStatus status = at::get_overlap_status(written, read);
+    if (status != at::MemOverlapStatus::Full && status != at::MemOverlapStatus::Partial) return;
+    invalid(written_name + " and " + read_name +
+            " share memory, so the call would read what it writes: pass separate tensors" +
+            (in_place ? std::string(", or, in place, exactly this rank's block") : ""));
+  }
+
   void check_list(const std::vector<at::Tensor>& list, const at::Tensor& like,
                   const char* what) const {
     if (static_cast<int>(list.size()) != size()) {
@@ -70,6 +95,61 @@ GroupCall resolve(const GroupPtr& group, const char* name) {
   const int rank = context ? context->default_group->my_global_rank() : 0;
   if (g) g->backend();  // throws InvalidArgument on a non-member
   return GroupCall{g, rank, name};
+}
+
+// Whether `a` and `b` are the same memory, element for element in order
+// (whatever their shapes): a caller's in-place call.
+bool same_memory(const at::Tensor& a, const at::Tensor& b) {
+  return a.is_contiguous() && b.is_contiguous() && a.data_ptr() == b.data_ptr() &&
+         a.numel() * a.element_size() == b.numel() * b.element_size();
+}
+
+// all_to_all's outputs share no memory with one another or with its inputs
+// (the inputs may share memory among themselves: they are only read). One
+// sort of the tensors' byte ranges, so that a call over thousands of ranks
+// does not compare every pair; ranges of different allocations never
+// overlap. Tensors that are not dense are not checked (their ranges have
+// gaps).
+void check_lists_apart(const GroupCall& call, const std::vector<at::Tensor>& outputs,
+                       const std::vector<at::Tensor>& inputs) {
+  struct Extent {
+    const char* begin;
+    const char* end;
+    bool written;  // an output
+    size_t index;
+    std::string name() const {
+      return (written ? "outputs[" : "inputs[") + std::to_string(index) + "]";
+    }
+  };
+  std::vector<Extent> extents;
+  auto add = [&](const std::vector<at::Tensor>& list, bool written) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const at::Tensor& t = list[i];
+      if (t.numel() == 0 || !t.is_non_overlapping_and_dense()) continue;
+      const char* begin = static_cast<const char*>(t.data_ptr());
+      extents.push_back({begin, begin + t.numel() * t.element_size(), written, i});
+    }
+  };
+  add(outputs, true);
+  add(inputs, false);
+  std::sort(extents.begin(), extents.end(),
+            [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+  const Extent* furthest = nullptr;          // of the extents so far, the one ending last
+  const Extent* furthest_written = nullptr;  // the same among the outputs
+  for (const Extent& e : extents) {
+    const Extent* other = nullptr;
+    if (furthest_written && e.begin < furthest_written->end)
+      other = furthest_written;
+    else if (e.written && furthest && e.begin < furthest->end)
+      other = furthest;
+    if (other) {
+      call.invalid(other->name() + " and " + e.name() +
+                   " share memory, so the call would read or write what it writes: pass "
+                   "separate tensors");
+    }
+    if (!furthest || e.end > furthest->end) furthest = &e;
+    if (e.written && (!furthest_written || e.end > furthest_written->end)) furthest_written = &e;
+  }
 }
 
 // A contiguous stand-in for the caller's tensor, and the way back into it.
@@ -107,6 +187,7 @@ std::vector<at::Tensor> empty_list(int n, const at::Tensor& like) {
 WorkPtr all_reduce_async(at::Tensor& data, const std::string& op, const GroupPtr& group) {
   const GroupCall call = resolve(group, "all_reduce");
   call.check_dense(data, "data");
+  call.check_writable(data, "data");
   const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank);
   if (call.trivial()) return completed_work();
   if (WorkPtr shared = node_shared_all_reduce(data, spec.op, call.backend())) {
@@ -151,6 +232,9 @@ WorkPtr all_gather_into_tensor_async(at::Tensor& output, const at::Tensor& data,
                  std::to_string(n) + " x " + std::to_string(data.numel()) + " elements of " +
                  describe(data) + " is needed (one data per rank of the group)");
   }
+  const at::Tensor my_block =
+      output.view(-1).narrow(0, call.my_group_rank() * data.numel(), data.numel());
+  if (!same_memory(data, my_block)) call.check_apart(output, "output", data, "data", true);
   const at::Tensor input = data.contiguous();
   if (call.trivial()) {
     output.view(input.sizes()).copy_(input);
@@ -177,6 +261,7 @@ WorkPtr gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data, i
 WorkPtr broadcast_async(at::Tensor& data, int src, const GroupPtr& group) {
   const GroupCall call = resolve(group, "broadcast");
   call.check_dense(data, "data");
+  call.check_writable(data, "data");
   const int root = call.root(src);
   if (call.trivial()) return completed_work();
   if (data.is_contiguous()) return call.backend().broadcast(data, root);
@@ -187,6 +272,7 @@ WorkPtr broadcast_async(at::Tensor& data, int src, const GroupPtr& group) {
 WorkPtr reduce_async(at::Tensor& data, int dst, const std::string& op, const GroupPtr& group) {
   const GroupCall call = resolve(group, "reduce");
   call.check_dense(data, "data");
+  call.check_writable(data, "data");
   const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank);
   const int root = call.root(dst);
   if (call.trivial()) return completed_work();
@@ -206,7 +292,15 @@ WorkPtr scatter_async(at::Tensor& data, const std::vector<at::Tensor>& scatter_l
   call.check_dense(data, "data");
   const int root = call.root(src);
   const bool is_root = call.my_group_rank() == root;
-  if (is_root) call.check_list(scatter_list, data, "scatter_list");
+  call.check_writable(data, "data");
+  if (is_root) {
+    call.check_list(scatter_list, data, "scatter_list");
+    for (size_t i = 0; i < scatter_list.size(); ++i) {
+      if (static_cast<int>(i) == root && same_memory(data, scatter_list[i])) continue;
+      call.check_apart(data, "data", scatter_list[i], "scatter_list[" + std::to_string(i) + "]",
+                       true);
+    }
+  }
   if (call.trivial()) {
     data.copy_(scatter_list[0]);
     return completed_work();
@@ -223,6 +317,11 @@ WorkPtr reduce_scatter_async(at::Tensor& output, const std::vector<at::Tensor>& 
   call.check_dense(output, "output");
   const ReduceSpec spec = parse_reduce_op(op, output.scalar_type(), call.rank);
   call.check_list(inputs, output, "inputs");
+  call.check_writable(output, "output");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (static_cast<int>(i) == call.my_group_rank() && same_memory(output, inputs[i])) continue;
+    call.check_apart(output, "output", inputs[i], "inputs[" + std::to_string(i) + "]", true);
+  }
   if (call.trivial()) {
     output.copy_(inputs[0]);
     return completed_work();
@@ -250,6 +349,12 @@ WorkPtr reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor& input,
                  " x " + std::to_string(output.numel()) + " elements of " + describe(output) +
                  " is needed (one output's worth per rank of the group)");
   }
+  call.check_writable(output, "output");
+  const bool in_place =
+      input.is_contiguous() &&
+      same_memory(output,
+                  input.view(-1).narrow(0, call.my_group_rank() * output.numel(), output.numel()));
+  if (!in_place) call.check_apart(output, "output", input, "input", true);
   const at::Tensor blocks = input.contiguous();
   if (call.trivial()) {
     output.copy_(blocks.view(output.sizes()));
@@ -269,6 +374,9 @@ WorkPtr all_to_all_async(std::vector<at::Tensor>& outputs, const std::vector<at:
   if (inputs.empty()) call.invalid("inputs is empty: pass one tensor per rank");
   call.check_list(inputs, inputs[0], "inputs");
   call.check_list(outputs, inputs[0], "outputs");
+  for (size_t i = 0; i < outputs.size(); ++i)
+    call.check_writable(outputs[i], "outputs[" + std::to_string(i) + "]");
+  check_lists_apart(call, outputs, inputs);
   if (call.trivial()) {
     outputs[0].copy_(inputs[0]);
     return completed_work();
@@ -302,6 +410,7 @@ WorkPtr send_async(const at::Tensor& data, int dst, int tag, const GroupPtr& gro
 WorkPtr recv_async(at::Tensor& data, int src, int tag, const GroupPtr& group) {
   const GroupCall call = resolve(group, "recv");
   call.check_dense(data, "data");
+  call.check_writable(data, "data");
   if (call.trivial()) call.invalid("needs a group of two or more ranks");
   const int peer = call.root(src);
   if (peer == call.my_group_rank()) call.invalid("a rank cannot receive from itself");

@@ -19,6 +19,14 @@
 // - In place means in place: the caller's tensor object, storage and device
 //   are kept, also for non-contiguous tensors (which go through a contiguous
 //   copy and are written back).
+// - A tensor a call writes may not have elements that share memory (an
+//   expanded view), nor share memory with another tensor of the call, except
+//   in the in-place forms: all_gather_into_tensor's data and
+//   reduce_scatter_tensor's output as this rank's block of the other,
+//   reduce_scatter's output as inputs[this rank], scatter's data as the
+//   root's own entry. Either is an InvalidArgument on the rank that passed
+//   it, before anything is sent (memory shared between two tensors is found
+//   where both are dense, as ATen's overlap checks find it).
 // - Not initialised, or a group of size 1: no-ops and identities (all_gather
 //   and gather return {data}).
 // - Every call has an _async form returning a Work; the results (and the mean
