@@ -104,6 +104,16 @@ bool same_memory(const at::Tensor& a, const at::Tensor& b) {
          a.numel() * a.element_size() == b.numel() * b.element_size();
 }
 
+// Whether `block` is exactly the `index`th of the equal blocks that the
+// contiguous `whole` is cut into: a caller's in-place call. Compares
+// addresses, so that a call makes no views to find out.
+bool is_block_of(const at::Tensor& block, const at::Tensor& whole, int64_t index) {
+  const int64_t bytes = block.numel() * block.element_size();
+  return block.is_contiguous() && whole.is_contiguous() &&
+         static_cast<const char*>(block.data_ptr()) ==
+             static_cast<const char*>(whole.data_ptr()) + index * bytes;
+}
+
 // all_to_all's outputs share no memory with one another or with its inputs
 // (the inputs may share memory among themselves: they are only read). One
 // sort of the tensors' byte ranges, so that a call over thousands of ranks
@@ -232,9 +242,8 @@ WorkPtr all_gather_into_tensor_async(at::Tensor& output, const at::Tensor& data,
                  std::to_string(n) + " x " + std::to_string(data.numel()) + " elements of " +
                  describe(data) + " is needed (one data per rank of the group)");
   }
-  const at::Tensor my_block =
-      output.view(-1).narrow(0, call.my_group_rank() * data.numel(), data.numel());
-  if (!same_memory(data, my_block)) call.check_apart(output, "output", data, "data", true);
+  if (!is_block_of(data, output, call.my_group_rank()))
+    call.check_apart(output, "output", data, "data", true);
   const at::Tensor input = data.contiguous();
   if (call.trivial()) {
     output.view(input.sizes()).copy_(input);
@@ -350,11 +359,8 @@ WorkPtr reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor& input,
                  " is needed (one output's worth per rank of the group)");
   }
   call.check_writable(output, "output");
-  const bool in_place =
-      input.is_contiguous() &&
-      same_memory(output,
-                  input.view(-1).narrow(0, call.my_group_rank() * output.numel(), output.numel()));
-  if (!in_place) call.check_apart(output, "output", input, "input", true);
+  if (!is_block_of(output, input, call.my_group_rank()))
+    call.check_apart(output, "output", input, "input", true);
   const at::Tensor blocks = input.contiguous();
   if (call.trivial()) {
     output.copy_(blocks.view(output.sizes()));
