@@ -1,13 +1,10 @@
 // Failure paths: every one ends in bounded time with a typed error on every
 // rank, naming the ranks involved and the simulator seed. Never a hang.
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/full.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -222,52 +219,6 @@ TEST(PeerFailure, OthersFailFastAndRunRethrowsTheRootCause) {
   for (int r : {0, 1, 3}) EXPECT_TRUE(contains(messages[r], "rank 2 failed")) << messages[r];
 }
 
-TEST(InvalidArgument, BadRootsListsAndPeersAreRejectedAtTheCall) {
-  const auto messages = errors_of<dist::InvalidArgument>(3, [](int rank) {
-    at::Tensor t = at::ones({2});
-    switch (rank) {
-      case 0:
-        return dist::broadcast(t, 7);
-      case 1:
-        return dist::scatter(t, {at::ones({2})}, 1);
-      default:
-        return dist::send(t, 2);
-    }
-  });
-  EXPECT_TRUE(contains(messages[0], "rank 7 is not in group [0, 1, 2]")) << messages[0];
-  EXPECT_TRUE(contains(messages[1], "holds 1 tensors; the group has 3 ranks")) << messages[1];
-  EXPECT_TRUE(contains(messages[2], "cannot send to itself")) << messages[2];
-}
-
-TEST(InvalidArgument, AllGatherIntoTensorNeedsRoomForEveryRank) {
-  const auto messages = errors_of<dist::InvalidArgument>(2, [](int rank) {
-    at::Tensor output = rank == 0 ? at::empty({3}) : at::empty({4}, at::kDouble);
-    dist::all_gather_into_tensor(output, at::ones({2}));
-  });
-  for (const auto& m : messages) {
-    EXPECT_TRUE(contains(m, "where a contiguous one of 2 x 2 elements of")) << m;
-  }
-  EXPECT_TRUE(contains(messages[0], "rank 0")) << messages[0];
-  EXPECT_TRUE(contains(messages[1], "Double")) << messages[1];
-}
-
-TEST(InvalidArgument, UnsupportedDtypeIsRaisedOnEveryRank) {
-  const auto messages = errors_of<dist::InvalidArgument>(2, [](int) {
-    at::Tensor t = at::ones({2}, at::kComplexFloat);
-    dist::all_reduce(t);
-  });
-  for (const auto& m : messages) EXPECT_TRUE(contains(m, "cannot reduce ComplexFloat")) << m;
-}
-
-TEST(InvalidArgument, BitwiseOpOnFloatNamesTheDtype) {
-  const auto messages = errors_of<dist::InvalidArgument>(2, [](int) {
-    at::Tensor t = at::ones({2});
-    dist::all_reduce(t, "bxor");
-  });
-  for (const auto& m : messages)
-    EXPECT_TRUE(contains(m, "needs an integer or bool tensor, got Float")) << m;
-}
-
 TEST(SendRecv, DifferentSizesAreAMismatchOnBothSides) {
   const auto messages = errors_of<dist::CollectiveMismatch>(2, [](int rank) {
     if (rank == 0) return dist::send(at::ones({3}), 1);
@@ -328,117 +279,4 @@ TEST(Work, WaitWithATimeoutOnASendNobodyReceives) {
     if (completed_early) throw std::logic_error("send completed without a receiver");
   });
   EXPECT_TRUE(contains(messages[0], "timed out after 100 ms waiting for rank(s) 1")) << messages[0];
-}
-
-// Every collective that writes a caller's tensor, given one whose memory is
-// shared where the call cannot allow it, on every rank: a typed error naming
-// the call and the arguments, before anything is sent. Only scatter's root
-// checks the scatter list, so that row runs on one rank.
-TEST(InvalidArgument, SharedMemoryInWhatACallWritesIsRejectedByEveryCall) {
-  struct Row {
-    std::string call;
-    std::string says;
-    std::function<void(int rank)> run;
-    int world = 3;
-  };
-  auto expanded = [] { return at::ones({1}).expand({4}); };
-  const std::vector<Row> rows = {
-      {"all_reduce", "data has elements that share memory",
-       [&](int) {
-         at::Tensor t = expanded();
-         dist::all_reduce(t);
-       }},
-      {"broadcast", "data has elements that share memory",
-       [&](int) {
-         at::Tensor t = expanded();
-         dist::broadcast(t, 0);
-       }},
-      {"reduce", "data has elements that share memory",
-       [&](int) {
-         at::Tensor t = expanded();
-         dist::reduce(t, 0);
-       }},
-      {"recv", "data has elements that share memory",
-       [&](int rank) {
-         at::Tensor t = expanded();
-         dist::recv(t, (rank + 1) % 3);
-       }},
-      {"scatter", "data has elements that share memory",
-       [&](int) {
-         at::Tensor t = expanded();
-         dist::scatter(t, {at::ones({4}), at::ones({4}), at::ones({4})}, 0);
-       }},
-      {"scatter", "data and scatter_list[0] share memory",
-       [&](int) {
-         at::Tensor buffer = at::zeros({8});
-         at::Tensor data = buffer.narrow(0, 2, 4);
-         dist::scatter(data, {buffer.narrow(0, 0, 4)}, 0);
-       },
-       1},
-      {"all_gather_into_tensor", "output and data share memory",
-       [&](int) {
-         at::Tensor output = at::zeros({6});
-         dist::all_gather_into_tensor(output, output.narrow(0, 1, 2));
-       }},
-      {"reduce_scatter_tensor", "output and input share memory",
-       [&](int) {
-         at::Tensor input = at::ones({6});
-         at::Tensor output = input.narrow(0, 3, 2);
-         dist::reduce_scatter_tensor(output, input);
-       }},
-      {"reduce_scatter", "share memory, so the call would read what it writes",
-       [&](int rank) {
-         std::vector<at::Tensor> inputs = {at::ones({2}), at::ones({2}), at::ones({2})};
-         at::Tensor output = inputs[(rank + 1) % 3];
-         dist::reduce_scatter(output, inputs);
-       }},
-      {"all_to_all", "outputs[0] and outputs[1] share memory",
-       [&](int) {
-         at::Tensor buffer = at::zeros({5});
-         std::vector<at::Tensor> outputs = {buffer.narrow(0, 0, 2), buffer.narrow(0, 1, 2),
-                                            buffer.narrow(0, 3, 2)};
-         dist::all_to_all(outputs, {at::ones({2}), at::ones({2}), at::ones({2})});
-       }},
-      {"all_to_all", "share memory",
-       [&](int) {
-         std::vector<at::Tensor> inputs = {at::ones({2}), at::ones({2}), at::ones({2})};
-         std::vector<at::Tensor> outputs = {at::zeros({2}), inputs[1], at::zeros({2})};
-         dist::all_to_all(outputs, inputs);
-       }},
-      {"all_to_all", "outputs[2] has elements that share memory",
-       [&](int) {
-         std::vector<at::Tensor> outputs = {at::zeros({2}), at::zeros({2}),
-                                            at::zeros({1}).expand({2})};
-         dist::all_to_all(outputs, {at::ones({2}), at::ones({2}), at::ones({2})});
-       }},
-  };
-  for (const Row& row : rows) {
-    const auto messages = errors_of<dist::InvalidArgument>(row.world, row.run);
-    for (int rank = 0; rank < row.world; ++rank) {
-      const std::string& m = messages[rank];
-      EXPECT_TRUE(contains(m, "[rank " + std::to_string(rank) + "]")) << row.call << ": " << m;
-      EXPECT_TRUE(contains(m, row.call + ": ")) << row.call << ": " << m;
-      EXPECT_TRUE(contains(m, row.says)) << row.call << " on rank " << rank << ": " << m;
-    }
-  }
-}
-
-// The in-place forms stay allowed: each rank's block of the one buffer.
-TEST(InvalidArgument, InPlaceBlocksAreNotSharedMemory) {
-  const auto results = harness::collect_ranks<std::vector<double>>(3, [](int rank) {
-    at::Tensor gathered = at::zeros({6});
-    at::Tensor mine = gathered.narrow(0, 2 * rank, 2);
-    mine.fill_(rank + 1);
-    dist::all_gather_into_tensor(gathered, mine);
-    at::Tensor blocks = at::full({6}, static_cast<double>(rank + 1));
-    at::Tensor reduced = blocks.narrow(0, 2 * rank, 2);
-    dist::reduce_scatter_tensor(reduced, blocks);
-    std::vector<double> out;
-    for (const at::Tensor& t : {gathered, reduced})
-      for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t[i].item<double>());
-    return out;
-  });
-  for (int rank = 0; rank < 3; ++rank) {
-    EXPECT_EQ(results[rank], (std::vector<double>{1, 1, 2, 2, 3, 3, 6, 6})) << "rank " << rank;
-  }
 }

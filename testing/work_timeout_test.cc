@@ -123,13 +123,13 @@ TEST(WorkTimeout, EveryObjectCollectiveTimesOutOnTheWaiter) {
        }},
       {"gather_object to the waiter",
        [&](const dist::GroupPtr& group) -> std::function<void()> {
-         return [&, group] { dist::gather_object(object, 0, group); };
+         return [&, group] { dist::gather_object(object, kWaiter, group); };
        }},
       {"broadcast_object_list from the late rank",
        [&](const dist::GroupPtr& group) -> std::function<void()> {
          return [&, group] {
            std::vector<c10::IValue> list = {object};
-           dist::broadcast_object_list(list, 1, group);
+           dist::broadcast_object_list(list, kWaiter + 1, group);
          };
        }},
   };

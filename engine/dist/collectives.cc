@@ -11,6 +11,7 @@
 #include "engine/dist/context.h"
 #include "engine/dist/describe.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/info.h"
 #include "engine/dist/node_shared.h"
 #include "engine/dist/reduce_kernel.h"
 #include "engine/dist/reduce_op.h"
@@ -20,8 +21,9 @@ namespace {
 
 // The group one call runs on, resolved once.
 struct GroupCall {
-  const Group* group;  // nullptr when not initialised
-  int rank;            // global rank, for messages
+  const GroupPtr& requested;  // as the caller passed it
+  const Group* group;         // nullptr when not initialised
+  int rank;                   // global rank, for messages
   const char* name;
 
   bool trivial() const { return group == nullptr || group->size() == 1; }
@@ -33,13 +35,9 @@ struct GroupCall {
     throw InvalidArgument(on_rank(rank, std::string(name) + ": " + what));
   }
 
-  // The group rank of the global rank `root`.
-  int root(int global_root) const {
-    if (group) return group->group_rank_of(global_root);
-    if (global_root != 0)
-      invalid("root " + std::to_string(global_root) +
-              " does not exist: not distributed, only rank 0 does");
-    return 0;
+  // The group rank of the global rank `root`, the call's `argument`.
+  int root(int global_root, const char* argument) const {
+    return root_in_group(global_root, requested, name, argument);
   }
 
   void check_dense(const at::Tensor& t, const char* what) const {
@@ -93,8 +91,12 @@ GroupCall resolve(const GroupPtr& group, const char* name) {
   Context* context = current_context();
   const Group* g = group ? group.get() : (context ? context->default_group.get() : nullptr);
   const int rank = context ? context->default_group->my_global_rank() : 0;
-  if (g) g->backend();  // throws InvalidArgument on a non-member
-  return GroupCall{g, rank, name};
+  const GroupCall call{group, g, rank, name};
+  if (g && !g->is_member()) {
+    call.invalid("this rank is not a member of group " + g->describe() +
+                 ": only its members may use it");
+  }
+  return call;
 }
 
 // Whether `a` and `b` are the same memory, element for element in order
@@ -198,7 +200,7 @@ WorkPtr all_reduce_async(at::Tensor& data, const std::string& op, const GroupPtr
   const GroupCall call = resolve(group, "all_reduce");
   call.check_dense(data, "data");
   call.check_writable(data, "data");
-  const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank);
+  const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank, call.name);
   if (call.trivial()) return completed_work();
   if (WorkPtr shared = node_shared_all_reduce(data, spec.op, call.backend())) {
     if (!spec.mean) return shared;
@@ -256,7 +258,7 @@ WorkPtr gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& data, i
                      const GroupPtr& group) {
   const GroupCall call = resolve(group, "gather");
   call.check_dense(data, "data");
-  const int root = call.root(dst);
+  const int root = call.root(dst, "dst");
   if (call.trivial()) {
     outputs = {data};
     return completed_work();
@@ -271,7 +273,7 @@ WorkPtr broadcast_async(at::Tensor& data, int src, const GroupPtr& group) {
   const GroupCall call = resolve(group, "broadcast");
   call.check_dense(data, "data");
   call.check_writable(data, "data");
-  const int root = call.root(src);
+  const int root = call.root(src, "src");
   if (call.trivial()) return completed_work();
   if (data.is_contiguous()) return call.backend().broadcast(data, root);
   auto staged = std::make_shared<Staged>(data);
@@ -282,8 +284,8 @@ WorkPtr reduce_async(at::Tensor& data, int dst, const std::string& op, const Gro
   const GroupCall call = resolve(group, "reduce");
   call.check_dense(data, "data");
   call.check_writable(data, "data");
-  const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank);
-  const int root = call.root(dst);
+  const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank, call.name);
+  const int root = call.root(dst, "dst");
   if (call.trivial()) return completed_work();
   auto staged = std::make_shared<Staged>(data);
   const bool is_root = call.my_group_rank() == root;
@@ -299,7 +301,7 @@ WorkPtr scatter_async(at::Tensor& data, const std::vector<at::Tensor>& scatter_l
                       const GroupPtr& group) {
   const GroupCall call = resolve(group, "scatter");
   call.check_dense(data, "data");
-  const int root = call.root(src);
+  const int root = call.root(src, "src");
   const bool is_root = call.my_group_rank() == root;
   call.check_writable(data, "data");
   if (is_root) {
@@ -324,7 +326,7 @@ WorkPtr reduce_scatter_async(at::Tensor& output, const std::vector<at::Tensor>& 
                              const std::string& op, const GroupPtr& group) {
   const GroupCall call = resolve(group, "reduce_scatter");
   call.check_dense(output, "output");
-  const ReduceSpec spec = parse_reduce_op(op, output.scalar_type(), call.rank);
+  const ReduceSpec spec = parse_reduce_op(op, output.scalar_type(), call.rank, call.name);
   call.check_list(inputs, output, "inputs");
   call.check_writable(output, "output");
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -350,7 +352,7 @@ WorkPtr reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor& input,
   const GroupCall call = resolve(group, "reduce_scatter_tensor");
   call.check_dense(output, "output");
   call.check_dense(input, "input");
-  const ReduceSpec spec = parse_reduce_op(op, output.scalar_type(), call.rank);
+  const ReduceSpec spec = parse_reduce_op(op, output.scalar_type(), call.rank, call.name);
   const int n = call.size();
   if (input.scalar_type() != output.scalar_type() || input.device() != output.device() ||
       input.numel() != n * output.numel()) {
@@ -407,7 +409,7 @@ WorkPtr send_async(const at::Tensor& data, int dst, int tag, const GroupPtr& gro
   const GroupCall call = resolve(group, "send");
   call.check_dense(data, "data");
   if (call.trivial()) call.invalid("needs a group of two or more ranks");
-  const int peer = call.root(dst);
+  const int peer = call.root(dst, "dst");
   if (peer == call.my_group_rank()) call.invalid("a rank cannot send to itself");
   const at::Tensor input = data.contiguous();
   return call.backend().send(input, peer, tag);
@@ -418,7 +420,7 @@ WorkPtr recv_async(at::Tensor& data, int src, int tag, const GroupPtr& group) {
   call.check_dense(data, "data");
   call.check_writable(data, "data");
   if (call.trivial()) call.invalid("needs a group of two or more ranks");
-  const int peer = call.root(src);
+  const int peer = call.root(src, "src");
   if (peer == call.my_group_rank()) call.invalid("a rank cannot receive from itself");
   auto staged = std::make_shared<Staged>(data);
   return then(call.backend().recv(staged->work, peer, tag), [staged] { staged->write_back(); });

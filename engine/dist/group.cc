@@ -1,6 +1,7 @@
 #include "engine/dist/group.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "engine/dist/errors.h"
@@ -14,12 +15,14 @@ Group::Group(std::shared_ptr<Backend> backend, std::vector<int> global_ranks, in
 
 int Group::rank() const { return is_member() ? backend_->rank() : -1; }
 
-int Group::group_rank_of(int global_rank) const {
+int Group::group_rank_of(int global_rank, const char* call, const char* argument) const {
   const auto it = std::find(global_ranks_.begin(), global_ranks_.end(), global_rank);
   if (it == global_ranks_.end()) {
-    throw InvalidArgument(on_rank(
-        my_global_rank_, "rank " + std::to_string(global_rank) + " is not in group " + describe() +
-                             ": pass a global rank that belongs to the group"));
+    throw InvalidArgument(on_rank(my_global_rank_, std::string(call) + ": " + argument + " " +
+                                                       std::to_string(global_rank) +
+                                                       " is not in group " + describe() +
+                                                       ": pass a global rank that belongs to "
+                                                       "the group"));
   }
   return static_cast<int>(it - global_ranks_.begin());
 }

@@ -22,8 +22,10 @@ class Group {
   const std::vector<int>& global_ranks() const { return global_ranks_; }
   int my_global_rank() const { return my_global_rank_; }
 
-  // Throws InvalidArgument naming the group if `global_rank` is not in it.
-  int group_rank_of(int global_rank) const;
+  // The group rank of `global_rank`, which `call` took as `argument` (a root
+  // or a peer). Throws InvalidArgument naming the three and the group if it is
+  // not in the group.
+  int group_rank_of(int global_rank, const char* call, const char* argument) const;
   int global_rank_of(int group_rank) const { return global_ranks_.at(group_rank); }
 
   // Throws InvalidArgument if this rank is not a member.

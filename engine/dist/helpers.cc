@@ -120,6 +120,15 @@ void reduce_coalesced(const std::vector<at::Tensor>& bucket, const std::string& 
 
 // mmengine's _take_tensors: per dtype, in order, buckets closed once they
 // reach `limit_bytes` (no limit when <= 0).
+// A tensor a helper reduces: defined and dense, as the collectives need.
+void check_value(const at::Tensor& value, const std::string& name, const char* call) {
+  if (value.defined() && value.layout() == at::kStrided) return;
+  throw InvalidArgument(on_rank(
+      get_rank(),
+      std::string(call) + ": " + name +
+          (value.defined() ? " must be a dense (strided) tensor" : " is an undefined tensor")));
+}
+
 std::vector<std::vector<at::Tensor>> buckets_of(const std::vector<at::Tensor>& params,
                                                 int64_t limit_bytes) {
   std::vector<std::vector<at::Tensor>> closed;
@@ -288,13 +297,16 @@ int64_t sync_random_seed(const GroupPtr& group) {
 
 void all_reduce_dict(std::map<std::string, at::Tensor>& data, const std::string& op,
                      const GroupPtr& group) {
-  for (const auto& [key, value] : data) parse_reduce_op(op, value.scalar_type(), get_rank());
+  for (const auto& [key, value] : data) {
+    check_value(value, "data[\"" + key + "\"]", "all_reduce_dict");
+    parse_reduce_op(op, value.scalar_type(), get_rank(), "all_reduce_dict");
+  }
   if (get_world_size(group) == 1) return;
   std::vector<at::Tensor> values;
   for (const auto& [key, value] : data) values.push_back(value);
   const at::Tensor flat =
       values.empty() ? at::empty({0}) : torch::utils::flatten_dense_tensors(values);
-  const ReduceSpec spec = parse_reduce_op(op, flat.scalar_type(), get_rank());
+  const ReduceSpec spec = parse_reduce_op(op, flat.scalar_type(), get_rank(), "all_reduce_dict");
   // Whether the values ride in the record depends only on what the digest
   // covers, so ranks whose digests agree decide alike.
   const bool inline_values = static_cast<int64_t>(flat.nbytes()) <= kInlineDictBytes &&
@@ -323,7 +335,10 @@ void all_reduce_dict(std::map<std::string, at::Tensor>& data, const std::string&
 
 void all_reduce_params(const std::vector<at::Tensor>& params, bool coalesce, int bucket_size_mb,
                        const std::string& op, const GroupPtr& group) {
-  for (const auto& p : params) parse_reduce_op(op, p.scalar_type(), get_rank());
+  for (size_t i = 0; i < params.size(); ++i) {
+    check_value(params[i], "params[" + std::to_string(i) + "]", "all_reduce_params");
+    parse_reduce_op(op, params[i].scalar_type(), get_rank(), "all_reduce_params");
+  }
   if (get_world_size(group) == 1) return;
   if (!coalesce) {
     for (auto p : params) all_reduce(p, op, group);

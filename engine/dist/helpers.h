@@ -26,13 +26,15 @@ int64_t sync_random_seed(const GroupPtr& group = nullptr);
 // values of up to 256 bytes ride in it and each rank reduces them in rank
 // order (one collective in all), larger ones are all-reduced after it.
 // Ranks whose keys, shapes or dtypes differ get CollectiveMismatch on every
-// rank, naming the differing keys (mmengine hangs there).
+// rank, naming the differing keys (mmengine hangs there). An undefined or
+// sparse value is an InvalidArgument naming its key, before anything is sent.
 void all_reduce_dict(std::map<std::string, at::Tensor>& data, const std::string& op = "sum",
                      const GroupPtr& group = nullptr);
 
 // All-reduces parameters in place. coalesce: flatten into buckets first
 // (bucket_size_mb > 0: buckets of at most that size per dtype; -1: one bucket
-// per dtype) - the same result as reducing tensor by tensor.
+// per dtype) - the same result as reducing tensor by tensor. An undefined or
+// sparse parameter is an InvalidArgument naming its index.
 void all_reduce_params(const std::vector<at::Tensor>& params, bool coalesce = true,
                        int bucket_size_mb = -1, const std::string& op = "sum",
                        const GroupPtr& group = nullptr);
@@ -41,7 +43,8 @@ void all_reduce_params(const std::vector<at::Tensor>& params, bool coalesce = tr
 // a copy on the group's communication device (the GPU on nccl, which moves
 // CUDA tensors only) when it is elsewhere, the result written back into
 // `data` (all_gather: returned on `data`'s device). For small host-side
-// values (flags, norms, orders) that every backend must carry.
+// values (flags, norms, orders) that every backend must carry. A bad argument
+// is the collective's InvalidArgument, which names that collective.
 void all_reduce_anywhere(at::Tensor& data, const std::string& op = "sum",
                          const GroupPtr& group = nullptr);
 void broadcast_anywhere(at::Tensor& data, int src = 0, const GroupPtr& group = nullptr);

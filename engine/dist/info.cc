@@ -1,6 +1,7 @@
 #include "engine/dist/info.h"
 
 #include <algorithm>
+#include <string>
 
 #include "engine/dist/collectives.h"
 #include "engine/dist/context.h"
@@ -23,6 +24,16 @@ int global_rank() {
 }  // namespace
 
 bool is_distributed() { return current_context() != nullptr; }
+
+int root_in_group(int root, const GroupPtr& group, const char* call, const char* argument) {
+  if (const Group* g = resolve(group)) return g->group_rank_of(root, call, argument);
+  if (root != 0) {
+    throw InvalidArgument(on_rank(0, std::string(call) + ": " + argument + " " +
+                                         std::to_string(root) +
+                                         " does not exist: not distributed, only rank 0 does"));
+  }
+  return 0;
+}
 
 GroupPtr get_default_group() {
   Context* context = current_context();
@@ -83,7 +94,7 @@ GroupPtr new_group(std::vector<int> ranks) {
   std::sort(sorted.begin(), sorted.end());
   const bool duplicates = std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
   if (sorted.empty() || duplicates || sorted.front() < 0 || sorted.back() >= world->size()) {
-    throw InvalidArgument(on_rank(me, "new_group needs distinct ranks in [0, " +
+    throw InvalidArgument(on_rank(me, "new_group: ranks must be distinct global ranks in [0, " +
                                           std::to_string(world->size()) + "), got " +
                                           Group(nullptr, ranks, me).describe()));
   }

@@ -23,6 +23,10 @@ int get_world_size(const GroupPtr& group = nullptr);
 at::Device get_comm_device(const GroupPtr& group = nullptr);
 // The rank within `group`; -1 if this rank is not a member.
 int get_rank(const GroupPtr& group = nullptr);
+// The rank within `group` of the global rank `root`, which `call` took as
+// `argument` ("dst", "src"). Throws InvalidArgument naming them when `root`
+// is not in the group (not initialised: when it is not 0).
+int root_in_group(int root, const GroupPtr& group, const char* call, const char* argument);
 std::pair<int, int> get_dist_info(const GroupPtr& group = nullptr);  // (rank, world size)
 bool is_main_process(const GroupPtr& group = nullptr);
 

@@ -96,6 +96,7 @@ std::vector<c10::IValue> all_gather_object(const c10::IValue& data, const GroupP
 std::optional<std::vector<c10::IValue>> gather_object(const c10::IValue& data, int dst,
                                                       const GroupPtr& group) {
   if (get_world_size(group) == 1) return std::vector<c10::IValue>{data};
+  root_in_group(dst, group, "gather_object", "dst");
   const std::vector<at::Tensor> frames = gather(framed(data, group), dst, group);
   if (frames.empty()) return std::nullopt;
   return unframe_all(frames);
@@ -103,6 +104,7 @@ std::optional<std::vector<c10::IValue>> gather_object(const c10::IValue& data, i
 
 void broadcast_object_list(std::vector<c10::IValue>& data, int src, const GroupPtr& group) {
   if (get_world_size(group) == 1) return;
+  root_in_group(src, group, "broadcast_object_list", "src");
   const bool is_src = get_rank() == src;
   at::Tensor payload;
   if (is_src) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "engine/dist/errors.h"
+#include "engine/dist/reduce_kernel.h"
 
 namespace engine::dist {
 namespace {
@@ -35,22 +36,26 @@ const NamedOp* find_op(const std::string& name) {
 
 }  // namespace
 
-ReduceSpec parse_reduce_op(const std::string& name, c10::ScalarType dtype, int rank) {
+ReduceSpec parse_reduce_op(const std::string& name, c10::ScalarType dtype, int rank,
+                           const char* call) {
+  const auto invalid = [&](const std::string& what) {
+    throw InvalidArgument(on_rank(rank, std::string(call) + ": " + what));
+  };
   const NamedOp* known = find_op(name);
   if (!known) {
-    throw InvalidArgument(on_rank(rank, "unknown reduce op '" + name +
-                                            "': use one of sum, mean, product, min, max, "
-                                            "band, bor, bxor (case-insensitive)"));
+    invalid("unknown reduce op '" + name +
+            "': use one of sum, mean, product, min, max, band, bor, bxor (case-insensitive)");
   }
   const ReduceSpec spec = known->spec;
   if (is_bitwise(spec.op) && c10::isFloatingType(dtype)) {
-    throw InvalidArgument(on_rank(rank, "reduce op '" + name +
-                                            "' needs an integer or bool tensor, got " +
-                                            c10::toString(dtype) + ": use sum/min/max instead"));
+    invalid("reduce op '" + name + "' needs an integer or bool tensor, got " +
+            c10::toString(dtype) + ": use sum/min/max instead");
   }
-  if (spec.mean && dtype == c10::ScalarType::Bool) {
-    throw InvalidArgument(on_rank(
-        rank, "reduce op 'mean' is undefined for bool tensors: convert to a number dtype first"));
+  if (spec.mean && dtype == c10::ScalarType::Bool)
+    invalid("reduce op 'mean' is undefined for bool tensors: convert to a number dtype first");
+  if (!can_reduce(dtype, spec.op)) {
+    invalid(std::string("cannot reduce ") + c10::toString(dtype) + " with " + name +
+            ": use a real number, integer or bool dtype");
   }
   return spec;
 }

@@ -17,9 +17,12 @@ struct ReduceSpec {
   bool mean;  // divide by the group size afterwards
 };
 
-// Parses `name` for a tensor of `dtype`. Throws InvalidArgument (prefixed with
-// `rank`) for an unknown name, a bitwise op on a floating dtype, or mean on bool.
-ReduceSpec parse_reduce_op(const std::string& name, c10::ScalarType dtype, int rank);
+// Parses `name` for a tensor of `dtype`, given to `call`. Throws
+// InvalidArgument naming `rank` and `call` for an unknown name, a bitwise op
+// on a floating dtype, mean on bool, or a dtype that no backend reduces
+// (complex ones: every backend reduces what can_reduce allows).
+ReduceSpec parse_reduce_op(const std::string& name, c10::ScalarType dtype, int rank,
+                           const char* call);
 
 const char* reduce_op_name(ReduceOp op);
 // band, bor and bxor: defined on integral and bool tensors only.
