@@ -19,6 +19,18 @@
 namespace engine::dist {
 namespace {
 
+// An argument's name for a message ("data", "inputs[2]"), made into a string
+// only when the message is: a call checks each entry of its lists.
+struct ArgName {
+  ArgName(const char* base, size_t index) : base(base), index(static_cast<int64_t>(index)) {}
+  ArgName(const char* base) : base(base) {}  // implicit: a plain name converts
+  std::string str() const {
+    return index < 0 ? std::string(base) : std::string(base) + "[" + std::to_string(index) + "]";
+  }
+  const char* base;
+  int64_t index = -1;
+};
+
 // The group one call runs on, resolved once.
 struct GroupCall {
   const GroupPtr& requested;  // as the caller passed it
@@ -57,9 +69,9 @@ struct GroupCall {
 
   // A tensor the call writes: no two of its elements may share memory (an
   // expanded view), or the result would depend on the order of the writes.
-  void check_writable(const at::Tensor& t, const std::string& what) const {
+  void check_writable(const at::Tensor& t, ArgName what) const {
     if (at::has_internal_overlap(t) == at::MemOverlap::Yes) {
-      invalid(what +
+      invalid(what.str() +
               " has elements that share memory (an expanded or broadcast view?): the call "
               "writes it, so pass a tensor whose every element has memory of its own");
     }
@@ -67,12 +79,11 @@ struct GroupCall {
 
   // `written` and `read` share no memory. `in_place` says that the call
   // has an in-place form (the caller checked it was not that).
-  void check_apart(const at::Tensor& written, const std::string& written_name,
-                   const at::Tensor& read, const std::string& read_name,
-                   bool in_place = false) const {
+  void check_apart(const at::Tensor& written, ArgName written_name, const at::Tensor& read,
+                   ArgName read_name, bool in_place = false) const {
     const at::MemOverlapStatus status = at::get_overlap_status(written, read);
     if (status != at::MemOverlapStatus::Full && status != at::MemOverlapStatus::Partial) return;
-    invalid(written_name + " and " + read_name +
+    invalid(written_name.str() + " and " + read_name.str() +
             " share memory, so the call would read what it writes: pass separate tensors" +
             (in_place ? std::string(", or, in place, exactly this rank's block") : ""));
   }
@@ -129,9 +140,7 @@ void check_lists_apart(const GroupCall& call, const std::vector<at::Tensor>& out
     const char* end;
     bool written;  // an output
     size_t index;
-    std::string name() const {
-      return (written ? "outputs[" : "inputs[") + std::to_string(index) + "]";
-    }
+    std::string name() const { return ArgName(written ? "outputs" : "inputs", index).str(); }
   };
   std::vector<Extent> extents;
   auto add = [&](const std::vector<at::Tensor>& list, bool written) {
@@ -308,8 +317,7 @@ WorkPtr scatter_async(at::Tensor& data, const std::vector<at::Tensor>& scatter_l
     call.check_list(scatter_list, data, "scatter_list");
     for (size_t i = 0; i < scatter_list.size(); ++i) {
       if (static_cast<int>(i) == root && same_memory(data, scatter_list[i])) continue;
-      call.check_apart(data, "data", scatter_list[i], "scatter_list[" + std::to_string(i) + "]",
-                       true);
+      call.check_apart(data, "data", scatter_list[i], ArgName("scatter_list", i), true);
     }
   }
   if (call.trivial()) {
@@ -331,7 +339,7 @@ WorkPtr reduce_scatter_async(at::Tensor& output, const std::vector<at::Tensor>& 
   call.check_writable(output, "output");
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (static_cast<int>(i) == call.my_group_rank() && same_memory(output, inputs[i])) continue;
-    call.check_apart(output, "output", inputs[i], "inputs[" + std::to_string(i) + "]", true);
+    call.check_apart(output, "output", inputs[i], ArgName("inputs", i), true);
   }
   if (call.trivial()) {
     output.copy_(inputs[0]);
@@ -383,7 +391,7 @@ WorkPtr all_to_all_async(std::vector<at::Tensor>& outputs, const std::vector<at:
   call.check_list(inputs, inputs[0], "inputs");
   call.check_list(outputs, inputs[0], "outputs");
   for (size_t i = 0; i < outputs.size(); ++i)
-    call.check_writable(outputs[i], "outputs[" + std::to_string(i) + "]");
+    call.check_writable(outputs[i], ArgName("outputs", i));
   check_lists_apart(call, outputs, inputs);
   if (call.trivial()) {
     outputs[0].copy_(inputs[0]);
