@@ -33,9 +33,8 @@ struct ArgName {
 
 // The group one call runs on, resolved once.
 struct GroupCall {
-  const GroupPtr& requested;  // as the caller passed it
-  const Group* group;         // nullptr when not initialised
-  int rank;                   // global rank, for messages
+  const Group* group;  // nullptr when not initialised
+  int rank;            // global rank, for messages
   const char* name;
 
   bool trivial() const { return group == nullptr || group->size() == 1; }
@@ -49,7 +48,8 @@ struct GroupCall {
 
   // The group rank of the global rank `root`, the call's `argument`.
   int root(int global_root, const char* argument) const {
-    return root_in_group(global_root, requested, name, argument);
+    if (group) return group->group_rank_of(global_root, name, argument);
+    return root_in_group(global_root, nullptr, name, argument);  // not distributed
   }
 
   void check_dense(const at::Tensor& t, const char* what) const {
@@ -102,7 +102,7 @@ GroupCall resolve(const GroupPtr& group, const char* name) {
   Context* context = current_context();
   const Group* g = group ? group.get() : (context ? context->default_group.get() : nullptr);
   const int rank = context ? context->default_group->my_global_rank() : 0;
-  const GroupCall call{group, g, rank, name};
+  const GroupCall call{g, rank, name};
   if (g && !g->is_member()) {
     call.invalid("this rank is not a member of group " + g->describe() +
                  ": only its members may use it");

@@ -118,17 +118,19 @@ void reduce_coalesced(const std::vector<at::Tensor>& bucket, const std::string& 
   for (size_t i = 0; i < bucket.size(); ++i) bucket[i].copy_(synced[i]);
 }
 
-// mmengine's _take_tensors: per dtype, in order, buckets closed once they
-// reach `limit_bytes` (no limit when <= 0).
 // A tensor a helper reduces: defined and dense, as the collectives need.
-void check_value(const at::Tensor& value, const std::string& name, const char* call) {
+// `name()` makes the argument's name, only for the message.
+template <typename Name>
+void check_value(const at::Tensor& value, const char* call, const Name& name) {
   if (value.defined() && value.layout() == at::kStrided) return;
   throw InvalidArgument(on_rank(
       get_rank(),
-      std::string(call) + ": " + name +
+      std::string(call) + ": " + name() +
           (value.defined() ? " must be a dense (strided) tensor" : " is an undefined tensor")));
 }
 
+// mmengine's _take_tensors: per dtype, in order, buckets closed once they
+// reach `limit_bytes` (no limit when <= 0).
 std::vector<std::vector<at::Tensor>> buckets_of(const std::vector<at::Tensor>& params,
                                                 int64_t limit_bytes) {
   std::vector<std::vector<at::Tensor>> closed;
@@ -298,7 +300,7 @@ int64_t sync_random_seed(const GroupPtr& group) {
 void all_reduce_dict(std::map<std::string, at::Tensor>& data, const std::string& op,
                      const GroupPtr& group) {
   for (const auto& [key, value] : data) {
-    check_value(value, "data[\"" + key + "\"]", "all_reduce_dict");
+    check_value(value, "all_reduce_dict", [&] { return "data[\"" + key + "\"]"; });
     parse_reduce_op(op, value.scalar_type(), get_rank(), "all_reduce_dict");
   }
   if (get_world_size(group) == 1) return;
@@ -336,7 +338,8 @@ void all_reduce_dict(std::map<std::string, at::Tensor>& data, const std::string&
 void all_reduce_params(const std::vector<at::Tensor>& params, bool coalesce, int bucket_size_mb,
                        const std::string& op, const GroupPtr& group) {
   for (size_t i = 0; i < params.size(); ++i) {
-    check_value(params[i], "params[" + std::to_string(i) + "]", "all_reduce_params");
+    check_value(params[i], "all_reduce_params",
+                [i] { return "params[" + std::to_string(i) + "]"; });
     parse_reduce_op(op, params[i].scalar_type(), get_rank(), "all_reduce_params");
   }
   if (get_world_size(group) == 1) return;
