@@ -96,8 +96,8 @@ on_gloo() {
   shift
   run "$name" env HARNESS_BACKEND=gloo RC_PARAMS="seed=1" "$build/engine-launch" --nproc-per-node 2 "$@"
 }
-on_gloo movement_gloo_2 "$build/movement_property_test"
-on_gloo reduction_gloo_2 "$build/reduction_property_test"
+on_gloo movement_gloo_2 env SUITE_SOURCE=movement_property_test.cc "$build/gpu_suites"
+on_gloo reduction_gloo_2 env SUITE_SOURCE=reduction_property_test.cc "$build/gpu_suites"
 on_gloo demo_gloo_2 "$build/train" --config examples/train_config.json --launcher pytorch \
   --backend gloo --iters 60 --work-dir "$build/demo_gloo"
 if [[ $mode == --rehearse ]]; then
@@ -105,7 +105,7 @@ if [[ $mode == --rehearse ]]; then
   # LibTorch.
   for suite in movement_property_test reduction_property_test helpers_test \
     sharded_equivalence_property_test; do
-    run "${suite}_sim" env RC_PARAMS="seed=1" "$build/$suite"
+    run "${suite}_sim" env RC_PARAMS="seed=1" SUITE_SOURCE="$suite.cc" "$build/gpu_suites"
   done
   run demo_sim_2 "$build/train" --config examples/train_config.json --ranks 2 --iters 60 \
     --work-dir "$build/demo"
@@ -121,17 +121,17 @@ if [[ $mode == --rehearse ]]; then
 fi
 
 nvidia-smi -L | tee -a "$logs/machine.txt"
-on_gpu reduction_nccl_2 2 "$build/reduction_property_test"
+on_gpu reduction_nccl_2 2 env SUITE_SOURCE=reduction_property_test.cc "$build/gpu_suites"
 on_gpu ddp_equivalence_nccl_2 2 "$build/ddp_equivalence" nccl
 on_gpu demo_nccl_2 2 "$build/train" --config examples/train_config.json --launcher pytorch \
   --backend nccl --iters 60 --work-dir "$build/demo"
-on_gpu movement_nccl_2 2 "$build/movement_property_test"
-on_gpu sharded_equivalence_nccl_2 2 "$build/sharded_equivalence_property_test"
-on_gpu helpers_nccl_2 2 "$build/helpers_test" --gtest_filter='Anywhere*'
-on_gpu sharded_equivalence_nccl_1 1 "$build/sharded_equivalence_property_test"
-on_gpu amp_nccl_2 2 "$build/amp_test"
-on_gpu join_nccl_2 2 "$build/join_test"
-on_gpu activation_checkpointing_nccl_2 2 "$build/activation_checkpointing_test"
+on_gpu movement_nccl_2 2 env SUITE_SOURCE=movement_property_test.cc "$build/gpu_suites"
+on_gpu sharded_equivalence_nccl_2 2 env SUITE_SOURCE=sharded_equivalence_property_test.cc "$build/gpu_suites"
+on_gpu helpers_nccl_2 2 env SUITE_SOURCE=helpers_test.cc "$build/gpu_suites" --gtest_filter='Anywhere*'
+on_gpu sharded_equivalence_nccl_1 1 env SUITE_SOURCE=sharded_equivalence_property_test.cc "$build/gpu_suites"
+on_gpu amp_nccl_2 2 env SUITE_SOURCE=amp_test.cc "$build/gpu_suites"
+on_gpu join_nccl_2 2 env SUITE_SOURCE=join_test.cc "$build/gpu_suites"
+on_gpu activation_checkpointing_nccl_2 2 env SUITE_SOURCE=activation_checkpointing_test.cc "$build/gpu_suites"
 
 # The benchmarks on nccl, each beside PyTorch's own on the same GPU and ranks
 # (figures in bench/RESULTS.md): all_reduce busbw, the DDP step (large MLP,

@@ -21,22 +21,24 @@ add_library(dist_engine_test_support STATIC ${support_sources})
 target_link_libraries(dist_engine_test_support PUBLIC dist_engine dist_engine_sim GTest::gtest rapidcheck)
 add_library(dist_engine_rapidcheck_seed OBJECT third_party/system/rapidcheck_seed.cc)
 
-# A suite named after the Bazel target it stands for.
-function(dist_engine_suite name source)
-  add_executable(${name} ${source} $<TARGET_OBJECTS:dist_engine_rapidcheck_seed> ${ARGN})
-  target_link_libraries(${name} PRIVATE dist_engine_test_support)
-endfunction()
-
-dist_engine_suite(movement_property_test testing/movement_property_test.cc testing/test_main.cc)
-dist_engine_suite(reduction_property_test testing/reduction_property_test.cc testing/test_main.cc)
-dist_engine_suite(helpers_test testing/helpers_test.cc testing/test_main.cc)
-dist_engine_suite(sharded_equivalence_property_test
-                  testing/model/sharded_equivalence_property_test.cc testing/test_main.cc)
-dist_engine_suite(ddp_equivalence testing/process/ddp_equivalence_main.cc)
-dist_engine_suite(amp_test testing/model/amp_test.cc testing/test_main.cc)
-dist_engine_suite(join_test testing/model/join_test.cc testing/test_main.cc)
-dist_engine_suite(activation_checkpointing_test
-                  testing/strategy/activation_checkpointing_test.cc testing/test_main.cc)
+# The suites, one binary: in a unity build their sources share translation
+# units, and so the parses of LibTorch's headers. ci/gpu.sh runs each
+# suite as its source's tests (SUITE_SOURCE, testing/suite_source.h), as
+# the Bazel build's process runs do; ddp_equivalence has its own main.
+add_executable(gpu_suites
+  testing/movement_property_test.cc
+  testing/reduction_property_test.cc
+  testing/helpers_test.cc
+  testing/model/sharded_equivalence_property_test.cc
+  testing/model/amp_test.cc
+  testing/model/join_test.cc
+  testing/strategy/activation_checkpointing_test.cc
+  testing/test_main.cc
+  $<TARGET_OBJECTS:dist_engine_rapidcheck_seed>)
+target_link_libraries(gpu_suites PRIVATE dist_engine_test_support)
+add_executable(ddp_equivalence testing/process/ddp_equivalence_main.cc
+  $<TARGET_OBJECTS:dist_engine_rapidcheck_seed>)
+target_link_libraries(ddp_equivalence PRIVATE dist_engine_test_support)
 
 add_executable(nccl_backend_test engine/dist/backends/nccl/nccl_backend_test.cc)
 target_link_libraries(nccl_backend_test PRIVATE dist_engine GTest::gtest_main)

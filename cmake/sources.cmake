@@ -381,6 +381,8 @@ set(DIST_ENGINE_TEST_SUPPORT_SOURCES
     testing/property.h
     testing/repro.cc
     testing/repro.h
+    testing/suite_source.cc
+    testing/suite_source.h
     testing/test_main.cc
     third_party/system/rapidcheck_seed.cc
 )

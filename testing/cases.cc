@@ -199,6 +199,8 @@ bool is_member(const TensorCase& c, int rank) {
   return std::binary_search(c.members.begin(), c.members.end(), rank);
 }
 
+int group_size(const TensorCase& c) { return static_cast<int>(c.members.size()); }
+
 int global_root(const TensorCase& c) { return c.members.at(c.root); }
 
 at::Tensor input_for(const TensorCase& c, int rank, int salt) {

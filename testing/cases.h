@@ -35,6 +35,7 @@ struct TensorCase {
 engine::dist::GroupPtr group_of(const TensorCase& c);
 engine::dist::GroupPtr group_of(int world_size, const std::vector<int>& members);
 bool is_member(const TensorCase& c, int rank);
+int group_size(const TensorCase& c);   // how many ranks the group has
 int global_root(const TensorCase& c);  // the root's global rank
 
 // How RapidCheck prints a case (in a failure's counterexample).

@@ -44,8 +44,6 @@ std::vector<R> run_on_group(const TensorCase& c, R idle,
 // between processes.
 at::Tensor idle() { return at::zeros({0}); }
 
-int group_size(const TensorCase& c) { return static_cast<int>(c.members.size()); }
-
 // The members' first tensors, in group-rank order.
 std::vector<at::Tensor> firsts_of_members(const TensorCase& c, const Lists& table) {
   std::vector<at::Tensor> out;

@@ -45,8 +45,6 @@ std::vector<at::Tensor> of_members(const TensorCase& c, const std::vector<at::Te
   return out;
 }
 
-int group_size(const TensorCase& c) { return static_cast<int>(c.members.size()); }
-
 // A rank's tensor after the call (the case's group's members make it, the
 // other ranks of the world do not), and whether it is still the caller's
 // object with the caller's storage.

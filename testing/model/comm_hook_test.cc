@@ -32,7 +32,7 @@ using engine::model::MMDistributedDataParallel;
 using engine::model::PowerSGDOptions;
 // Parameters after each step, every step's in the order of their names (a
 // form that travels between processes: harness::collect_ranks).
-using Snapshots = std::vector<at::Tensor>;
+using ParametersPerStep = std::vector<at::Tensor>;
 
 nets::NetSpec two_headed_mlp() {
   nets::NetSpec spec;
@@ -44,11 +44,11 @@ nets::NetSpec two_headed_mlp() {
 // Three SGD steps (lr 0.1) of `world` ranks under DDP with `options` and the
 // hook `make_hook` builds on each rank (null: none), from `initial`'s state;
 // each rank's parameters after each step.
-std::vector<Snapshots> train(const nets::NetSpec& spec, nets::TestNet& initial, int world,
-                             DDPOptions options,
-                             const std::function<CommHookPtr()>& make_hook = nullptr) {
-  return harness::collect_ranks<Snapshots>(world, [&](int rank) {
-    Snapshots out;
+std::vector<ParametersPerStep> train(const nets::NetSpec& spec, nets::TestNet& initial, int world,
+                                     DDPOptions options,
+                                     const std::function<CommHookPtr()>& make_hook = nullptr) {
+  return harness::collect_ranks<ParametersPerStep>(world, [&](int rank) {
+    ParametersPerStep out;
     auto net = nets::make_net(spec);
     nets::copy_state(initial, *net);
     DDPOptions mine = options;
@@ -71,7 +71,8 @@ std::vector<Snapshots> train(const nets::NetSpec& spec, nets::TestNet& initial, 
   });
 }
 
-void expect_bit_identical(const Snapshots& expected, const Snapshots& got, const std::string& who) {
+void expect_bit_identical(const ParametersPerStep& expected, const ParametersPerStep& got,
+                          const std::string& who) {
   ASSERT_EQ(expected.size(), got.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_TRUE(torch::equal(got[i], expected[i])) << who << ": value " << i << " of the steps";
@@ -79,7 +80,7 @@ void expect_bit_identical(const Snapshots& expected, const Snapshots& got, const
 }
 
 // The parameters after the last of three steps, by name.
-std::map<std::string, at::Tensor> last_step(const Snapshots& steps, nets::TestNet& net) {
+std::map<std::string, at::Tensor> last_step(const ParametersPerStep& steps, nets::TestNet& net) {
   const auto names = nets::snapshot(net);
   std::map<std::string, at::Tensor> out;
   size_t i = steps.size() - names.size();

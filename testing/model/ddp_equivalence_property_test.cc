@@ -20,7 +20,7 @@ namespace {
 using ddp_cases::Snapshots;
 using ddp_cases::TrainingCase;
 
-std::optional<std::string> problem_of(const TrainingCase& c) {
+std::optional<std::string> ddp_problem_of(const TrainingCase& c) {
   auto initial = ddp_cases::initial_net(c);
   const Snapshots expected = ddp_cases::train_serial(c, *initial);
   auto per_rank = harness::collect_ranks<Snapshots>(
@@ -40,7 +40,7 @@ std::optional<std::string> problem_of(const TrainingCase& c) {
 }
 
 HARNESS_PROP(DdpEquivalence, RanksMatchOneProcessOnTheConcatenatedBatch, ()) {
-  if (auto problem = problem_of(*ddp_cases::training_case())) RC_FAIL(*problem);
+  if (auto problem = ddp_problem_of(*ddp_cases::training_case())) RC_FAIL(*problem);
 }
 
 // Every pair of option values at least once (and every group size with
@@ -53,7 +53,7 @@ TEST(DdpEquivalence, EveryPairOfOptionValuesRunsAtLeastOnce) {
   const auto problem = pairwise::first_failing_row<TrainingCase>(
       grid,
       [&](const pairwise::Row& row) { return ddp_cases::training_case(grid, row, max_world_size); },
-      problem_of);
+      ddp_problem_of);
   if (problem) FAIL() << *problem;
 }
 

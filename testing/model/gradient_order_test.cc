@@ -26,9 +26,9 @@ constexpr int kRanks = 6;
 constexpr int kHybridShardSize = 3;
 
 // One float32 parameter `w`, zero; the loss w·x has the gradient x.
-class Dot : public engine::model::BaseModel {
+class ZeroDot : public engine::model::BaseModel {
  public:
-  explicit Dot(int64_t count) { w = register_parameter("w", torch::zeros({count})); }
+  explicit ZeroDot(int64_t count) { w = register_parameter("w", torch::zeros({count})); }
   TensorDict forward(const TensorDict& data, ForwardMode) override {
     return {{"loss", (w * data.at("x")).sum()}};
   }
@@ -36,7 +36,7 @@ class Dot : public engine::model::BaseModel {
 };
 
 std::shared_ptr<engine::model::ModelWrapper> wrap(const std::string& wrapper,
-                                                  std::shared_ptr<Dot> model) {
+                                                  std::shared_ptr<ZeroDot> model) {
   if (wrapper == "DDP" || wrapper == "DDP_BUCKET_VIEW") {
     engine::model::DDPOptions options;
     options.gradient_as_bucket_view = wrapper == "DDP_BUCKET_VIEW";
@@ -55,7 +55,7 @@ std::shared_ptr<engine::model::ModelWrapper> wrap(const std::string& wrapper,
 
 // One step of SGD with lr 1 from w = 0 leaves exactly -gradient in w.
 at::Tensor reduced_gradient(const std::string& wrapper, const at::Tensor& x) {
-  auto model = std::make_shared<Dot>(x.numel());
+  auto model = std::make_shared<ZeroDot>(x.numel());
   auto wrapped = wrap(wrapper, model);
   engine::optim::OptimWrapper optim(
       std::make_shared<torch::optim::SGD>(wrapped->parameters(), torch::optim::SGDOptions(1.0)),

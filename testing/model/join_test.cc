@@ -38,7 +38,7 @@ std::vector<int> batches_per_rank(int world) {
 }
 constexpr double kLr = 0.1;
 
-nets::NetSpec spec() {
+nets::NetSpec join_net() {
   nets::NetSpec s;
   s.trunk = {5, 3};
   s.heads = 2;
@@ -50,7 +50,7 @@ nets::NetSpec spec() {
 // serial run.
 engine::model::TensorDict batch(int rank, int iteration, at::Device device = harness::device()) {
   engine::model::TensorDict out =
-      nets::make_batch(spec(), 3, 1000 * rank + iteration, {true, true});
+      nets::make_batch(join_net(), 3, 1000 * rank + iteration, {true, true});
   for (auto& [key, value] : out) value = value.to(device);
   return out;
 }
@@ -69,7 +69,7 @@ std::map<std::string, at::Tensor> state_of(torch::nn::Module& module) {
 // trains longest leaves them.
 std::map<std::string, at::Tensor> serial_run(const nets::TestNet& initial,
                                              const std::vector<int>& counts) {
-  auto net = nets::make_net(spec());
+  auto net = nets::make_net(join_net());
   nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(kLr));
   const int world = static_cast<int>(counts.size());
@@ -113,12 +113,12 @@ TEST(Join, UnevenRanksTrainToTheSerialRunAndEndAlike) {
   const int world = harness::max_world_size(3);
   const std::vector<int> counts = batches_per_rank(world);
   torch::manual_seed(7);  // the same initial network in every process
-  const auto initial = nets::make_net(spec());
+  const auto initial = nets::make_net(join_net());
   const auto expected = serial_run(*initial, counts);
   for (const Variant& variant : variants()) {
     SCOPED_TRACE(variant.name);
     const auto seen = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
-      auto net = nets::make_net(spec());
+      auto net = nets::make_net(join_net());
       nets::copy_state(*initial, *net);
       net->to(harness::device());
       auto ddp = std::make_shared<MMDistributedDataParallel>(net, variant.options);
@@ -152,7 +152,7 @@ TEST(Join, UnevenRanksTrainToTheSerialRunAndEndAlike) {
 
 TEST(Join, ThrowOnEarlyTerminationThrowsOnEveryRankAtTheFirstUnevenIteration) {
   harness::run_ranks(2, [&](int rank) {
-    auto net = nets::make_net(spec());
+    auto net = nets::make_net(join_net());
     net->to(harness::device());
     auto ddp = std::make_shared<MMDistributedDataParallel>(net, DDPOptions{});
     engine::optim::OptimWrapper optim(
@@ -172,7 +172,7 @@ TEST(Join, ThrowOnEarlyTerminationThrowsOnEveryRankAtTheFirstUnevenIteration) {
 
 TEST(Join, ACommunicationHookIsRefusedOnEveryRank) {
   harness::run_ranks(2, [&](int rank) {
-    auto net = nets::make_net(spec());
+    auto net = nets::make_net(join_net());
     net->to(harness::device());
     DDPOptions options;
     options.comm_hook = engine::model::allreduce_hook();
@@ -192,7 +192,7 @@ TEST(Join, WithoutItTheRankThatRanOutIsNamed) {
   if (harness::backend() != "sim") GTEST_SKIP() << "the simulator's deadlock detection";
   try {
     harness::run_ranks(2, [&](int rank) {
-      auto net = nets::make_net(spec());
+      auto net = nets::make_net(join_net());
       auto ddp = std::make_shared<MMDistributedDataParallel>(net, DDPOptions{});
       engine::optim::OptimWrapper optim(
           std::make_shared<torch::optim::SGD>(ddp->parameters(), torch::optim::SGDOptions(kLr)));

@@ -30,9 +30,9 @@ using engine::model::MMFullyShardedDataParallel;
 using engine::model::TensorDict;
 
 // loss = sum(w * x): the gradient of w is the input x itself.
-class Dot : public engine::model::BaseModel {
+class DtypeRecordingDot : public engine::model::BaseModel {
  public:
-  Dot() { w = register_parameter("w", torch::ones({4})); }
+  DtypeRecordingDot() { w = register_parameter("w", torch::ones({4})); }
   TensorDict forward(const TensorDict& data, ForwardMode) override {
     compute_dtype = w.scalar_type();
     for (const auto& [key, value] : data) input_dtypes[key] = value.scalar_type();
@@ -51,7 +51,7 @@ double exact_mean(int ranks) { return 1 + (ranks - 1) / 256.0; }
 // This rank's shard of w's gradient after one backward.
 at::Tensor dot_gradient(int rank, engine::model::MixedPrecision precision,
                         at::ScalarType* compute_dtype) {
-  auto model = std::make_shared<Dot>();
+  auto model = std::make_shared<DtypeRecordingDot>();
   engine::model::FSDPOptions options;
   options.mixed_precision = precision;
   MMFullyShardedDataParallel fsdp(model, options);
@@ -90,7 +90,7 @@ TEST(MixedPrecision, TheReductionRunsInReduceDtypeAndTheForwardInParamDtype) {
 // bfloat16 rounds (1 + 2^-10 to 1) shows the cast in w's gradient too.
 TEST(MixedPrecision, FloatingInputsTakeParamDtype) {
   harness::run_ranks(2, [](int) {
-    auto model = std::make_shared<Dot>();
+    auto model = std::make_shared<DtypeRecordingDot>();
     engine::model::FSDPOptions options;
     options.mixed_precision.param_dtype = at::kBFloat16;
     options.mixed_precision.reduce_dtype = at::kFloat;
@@ -106,7 +106,7 @@ TEST(MixedPrecision, FloatingInputsTakeParamDtype) {
 
 TEST(MixedPrecision, GatheredBytesAreInParamDtype) {
   harness::run_ranks(2, [](int rank) {
-    auto model = std::make_shared<Dot>();
+    auto model = std::make_shared<DtypeRecordingDot>();
     engine::model::FSDPOptions options;
     options.mixed_precision.param_dtype = at::kBFloat16;
     MMFullyShardedDataParallel fsdp(model, options);

@@ -23,7 +23,7 @@ namespace {
 using sharding_cases::Run;
 using sharding_cases::ShardingCase;
 
-std::optional<std::string> problem_of(const ShardingCase& c) {
+std::optional<std::string> sharded_problem_of(const ShardingCase& c) {
   torch::manual_seed(c.seed);
   auto initial = nets::make_net(c.spec);
   const Run expected = sharding_cases::train_serial(c, *initial);
@@ -35,7 +35,7 @@ std::optional<std::string> problem_of(const ShardingCase& c) {
 
 HARNESS_PROP(ShardedEquivalence, RanksMatchOneProcessOnTheConcatenatedBatch, ()) {
   const ShardingCase c = *sharding_cases::sharding_case(harness::max_world_size(8));
-  if (auto problem = problem_of(c)) RC_FAIL(*problem);
+  if (auto problem = sharded_problem_of(c)) RC_FAIL(*problem);
 }
 
 // A combination of options that random cases reach once in forty may never
@@ -52,7 +52,7 @@ TEST(ShardedEquivalence, EveryPairOfOptionValuesRunsAtLeastOnce) {
       [&](const pairwise::Row& row) {
         return sharding_cases::sharding_case(grid, row, max_world_size);
       },
-      problem_of);
+      sharded_problem_of);
   if (problem) FAIL() << *problem;
 }
 

@@ -87,13 +87,13 @@ Json checkpointed_blocks() {
   return {{"check_fn", {{"type", "ModuleWrapPolicy"}, {"module_classes", {"Block"}}}}};
 }
 
-struct Case {
+struct CheckpointedRun {
   std::string name;
   Json strategy;
   int world_size;
 };
 
-std::vector<Case> cases(int ranks) {
+std::vector<CheckpointedRun> cases(int ranks) {
   const Json blocks_as_units = {
       {"auto_wrap_policy", {{"type", "ModuleWrapPolicy"}, {"module_classes", {"Block"}}}}};
   auto fsdp = [&](const std::string& sharding, bool units) {
@@ -172,7 +172,7 @@ std::vector<at::Tensor> train(Json strategy_config, const Json& activation_check
 
 TEST(ActivationCheckpointing, EveryStrategyTrainsBitIdenticallyWithAndWithoutIt) {
   const int ranks = harness::max_world_size(3);
-  for (const Case& c : cases(ranks)) {
+  for (const CheckpointedRun& c : cases(ranks)) {
     SCOPED_TRACE(c.name);
     const auto plain = harness::collect_ranks<std::vector<at::Tensor>>(
         c.world_size, [&](int rank) { return train(c.strategy, nullptr, rank, nullptr); });

@@ -35,7 +35,8 @@ GROUPS = {
     # What the GPU runner's suites (cmake/gpu_suites.cmake) link besides the
     # engine: the test harness, the generators of cases, the seed policy.
     "DIST_ENGINE_TEST_SUPPORT_SOURCES": " + ".join([
-        "//testing:harness", "//testing:repro", "//testing:test_main", "//testing:cases",
+        "//testing:harness", "//testing:repro", "//testing:test_main", "//testing:suite_source",
+        "//testing:cases",
         "//testing:pairwise", "//testing/io:failing_file_system",
         "//testing/model:nets", "//testing/model:ddp_cases", "//testing/model:sharding_cases",
         "//testing/process:verdict", "//third_party/system:rapidcheck",
