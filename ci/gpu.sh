@@ -2,12 +2,12 @@
 # The GPU runner: one command that builds the engine and its GPU suites with
 # CMake against the machine's PyTorch (no Bazel, no network), then runs the
 # nccl backend's test, the engine's unit tests, the gloo backend's suites
-# and the demo in 2 processes on the CPU, and on nccl with CUDA
-# tensors: the collectives' property suites, the helpers (*_anywhere) and the
-# sharded-training equivalence (cpu_offload drawn) in 2 processes on one GPU,
-# the sharded one in 1 too; the DDP equivalence, AMP (float16), Join and
-# activation checkpointing in 2 processes; the demo on 2 ranks; then the
-# benchmarks beside PyTorch's own (bench_* steps). Two ranks share the one
+# and the demo in 2 processes on the CPU, and on nccl with CUDA tensors: the
+# collectives' property suites, the table of bad arguments, the helpers
+# (*_anywhere) and the sharded-training equivalence (cpu_offload drawn) in 2
+# processes on one GPU, the sharded one in 1 too; the DDP equivalence, AMP
+# (float16), Join and activation checkpointing in 2 processes; the demo on 2
+# ranks; then the benchmarks beside PyTorch's own (bench_* steps). Two ranks share the one
 # GPU as if on two hosts (ci/gpu_rank.sh).
 #
 #   bash ci/gpu.sh              on a GPU machine (python3 has a CUDA torch)
@@ -46,9 +46,9 @@ torch_cmake=$("$python" -W ignore -c 'import torch; print(torch.utils.cmake_pref
 "$python" -W ignore -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' |
   tee "$logs/machine.txt"
 # A unity build (CMake's): most of each source's compile time is LibTorch's
-# headers, parsed once per batch. Batches of 16 sources where cores are few
+# headers, parsed once per batch. Batches of 32 sources where cores are few
 # (CI's 2), of 8 where many cores compile them side by side (a GPU machine).
-batch=$(($(nproc) <= 4 ? 16 : 8))
+batch=$(($(nproc) <= 4 ? 32 : 8))
 cmake -S . -B "$build" -G Ninja -DDIST_ENGINE_GPU_SUITES=ON -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
   -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE="$batch" \
   -DCMAKE_PREFIX_PATH="$torch_cmake;$PWD/.gpu-deps/usr" >"$logs/configure.log" 2>&1 ||
@@ -103,7 +103,7 @@ on_gloo demo_gloo_2 "$build/train" --config examples/train_config.json --launche
 if [[ $mode == --rehearse ]]; then
   # The same suites and demo on the simulator (CPU tensors), against this
   # LibTorch.
-  for suite in movement_property_test reduction_property_test helpers_test \
+  for suite in movement_property_test reduction_property_test arguments_test helpers_test \
     sharded_equivalence_property_test; do
     run "${suite}_sim" env RC_PARAMS="seed=1" SUITE_SOURCE="$suite.cc" "$build/gpu_suites"
   done
@@ -128,6 +128,7 @@ on_gpu demo_nccl_2 2 "$build/train" --config examples/train_config.json --launch
 on_gpu movement_nccl_2 2 env SUITE_SOURCE=movement_property_test.cc "$build/gpu_suites"
 on_gpu sharded_equivalence_nccl_2 2 env SUITE_SOURCE=sharded_equivalence_property_test.cc "$build/gpu_suites"
 on_gpu helpers_nccl_2 2 env SUITE_SOURCE=helpers_test.cc "$build/gpu_suites" --gtest_filter='Anywhere*'
+on_gpu arguments_nccl_2 2 env SUITE_SOURCE=arguments_test.cc "$build/gpu_suites"
 on_gpu sharded_equivalence_nccl_1 1 env SUITE_SOURCE=sharded_equivalence_property_test.cc "$build/gpu_suites"
 on_gpu amp_nccl_2 2 env SUITE_SOURCE=amp_test.cc "$build/gpu_suites"
 on_gpu join_nccl_2 2 env SUITE_SOURCE=join_test.cc "$build/gpu_suites"

@@ -20,17 +20,18 @@ python3 tools/cmake/sources.py --check
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-# --config=unity: each library's sources as one translation unit
-# (bazel/cc.bzl), so that LibTorch's headers are parsed once per library
-# rather than once per source.
-bazel test --config=unity //... 2>&1 | tee -a "$log"
+# --config=ci: each library's sources as one translation unit
+# (--config=unity, bazel/cc.bzl), so that LibTorch's headers are parsed once
+# per library rather than once per source; at -O1 (.bazelrc says why).
+bazel test --config=ci //... 2>&1 | tee -a "$log"
 # examples/consumer: a separate workspace that uses the engine as another
 # team would (dist_engine_dependencies() and the public targets only), with
 # its own tests on the simulator. Its own Bazel server, stopped afterwards.
-# One translation unit per library here too (--define=unity=true, what
-# --config=unity sets): compiling the engine's sources one by one took a
-# fifth of CI's time.
-(cd examples/consumer && bazel test --define=unity=true //... && bazel shutdown) 2>&1 | tee -a "$log"
+# One translation unit per library at -O1 here too (--define=unity=true
+# --copt=-O1, what --config=ci sets): compiling the engine's sources one by
+# one took a fifth of CI's time.
+(cd examples/consumer && bazel test --define=unity=true --copt=-O1 //... && bazel shutdown) 2>&1 |
+  tee -a "$log"
 # The simulator suites under ThreadSanitizer (the process, hosts and
 # cross-check suites run real processes through uninstrumented Open MPI and
 # Gloo: not TSan's business; the model suites build torch::nn modules in
@@ -54,7 +55,7 @@ bazel test --config=asan --config=ubsan --config=unity --build_tests_only -- //e
   2>&1 | tee -a "$log"
 # The nccl backend builds and links against the CUDA toolkit here; without a
 # GPU its test checks that creating it fails with a clear error.
-bazel test --config=cuda --config=unity //engine/dist/backends/nccl/... 2>&1 | tee -a "$log"
+bazel test --config=cuda --config=ci //engine/dist/backends/nccl/... 2>&1 | tee -a "$log"
 # Every libFuzzer target (clang, AddressSanitizer, UndefinedBehaviorSanitizer)
 # for a bounded time on its seed corpus.
 bash tools/fuzz/fuzz.sh 2>&1 | tee -a "$log"

@@ -1,8 +1,8 @@
 # The suites the GPU runner (ci/gpu.sh) runs, built with CMake where no Bazel
-# is: the collectives' and sharded-training properties, the helpers, the DDP
-# equivalence in processes, AMP, Join and activation checkpointing over
-# ranks, the nccl backend's test, the engine's unit tests
-# (one binary), the demo, the engine's side of the cross-implementation test
+# is: the collectives' and sharded-training properties, the table of bad
+# arguments, the helpers, the DDP equivalence in processes, AMP, Join and
+# activation checkpointing over ranks, the nccl backend's test, the
+# engine's unit tests (one binary), the demo, the engine's side of the cross-implementation test
 # against PyTorch (cross_check), and the benchmarks it measures with
 # (collectives, ddp_step, sharded_step). Their sources are the Bazel targets'
 # (cmake/sources.cmake); GoogleTest and RapidCheck are found as packages
@@ -26,6 +26,7 @@ add_library(dist_engine_rapidcheck_seed OBJECT third_party/system/rapidcheck_see
 # suite as its source's tests (SUITE_SOURCE, testing/suite_source.h), as
 # the Bazel build's process runs do; ddp_equivalence has its own main.
 add_executable(gpu_suites
+  testing/arguments_test.cc
   testing/movement_property_test.cc
   testing/reduction_property_test.cc
   testing/helpers_test.cc
