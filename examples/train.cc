@@ -10,12 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
 
 #include "engine/dist/dist.h"
+#include "engine/registry/config.h"
 #include "examples/demo.h"
 #include "sim/world.h"
 
@@ -103,12 +103,10 @@ Args parse(int argc, char** argv) {
 }
 
 engine::registry::Json read_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) usage("cannot read the config file " + path);
   try {
-    return engine::registry::Json::parse(in);
-  } catch (const engine::registry::Json::parse_error& error) {
-    std::cerr << "train: " << path << " is not valid JSON: " << error.what() << "\n";
+    return engine::registry::read_config_file(path);
+  } catch (const engine::registry::ConfigError& error) {
+    std::cerr << "train: " << error.what() << "\n";
     std::exit(2);
   }
 }

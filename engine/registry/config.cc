@@ -1,5 +1,8 @@
 #include "engine/registry/config.h"
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "engine/dist/info.h"
@@ -13,7 +16,55 @@ std::string join(const std::set<std::string>& names) {
   return out.empty() ? "(none)" : out;
 }
 
+void check_size(const std::string& source, uintmax_t bytes) {
+  if (bytes > kMaxConfigBytes) {
+    fail_config(source, "is " + std::to_string(bytes) + " bytes, more than the " +
+                            std::to_string(kMaxConfigBytes) + " a config may have");
+  }
+}
+
 }  // namespace
+
+Json parse_config(std::string_view text, const std::string& source) {
+  check_size(source, text.size());
+  const auto bounded_depth = [&](int depth, Json::parse_event_t event, Json&) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= kMaxConfigDepth) {
+      fail_config(source, "nests objects and arrays deeper than " +
+                              std::to_string(kMaxConfigDepth) + " levels");
+    }
+    return true;
+  };
+  Json config;
+  try {
+    config = Json::parse(text, bounded_depth);
+  } catch (const Json::parse_error& error) {
+    fail_config(source,
+                "is not valid JSON at byte " + std::to_string(error.byte) + ": " + error.what());
+  } catch (const Json::exception& error) {  // a number beyond a double's range
+    fail_config(source, "is not valid JSON: " + std::string(error.what()));
+  }
+  if (!config.is_object()) fail_config(source, "must be a JSON object, not " + brief(config));
+  return config;
+}
+
+Json read_config_file(const std::string& path) {
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error) fail_config(path, "cannot be read: " + error.message());
+  check_size(path, size);
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) fail_config(path, "cannot be read");
+  return parse_config(text, path);
+}
+
+std::string brief(const Json& value) {
+  constexpr size_t kBriefChars = 200;
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (text.size() > kBriefChars) text = text.substr(0, kBriefChars) + "...";
+  return text;
+}
 
 template <>
 const char* json_type_name<bool>() {
@@ -105,7 +156,7 @@ bool ConfigReader::holds<std::vector<std::string>>(const Json& value) {
 
 ConfigReader::ConfigReader(const Json& config, std::string section)
     : config_(config), section_(std::move(section)) {
-  if (!config_.is_object()) fail("must be a JSON object, not " + config_.dump());
+  if (!config_.is_object()) fail("must be a JSON object, not " + brief(config_));
 }
 
 const Json* ConfigReader::find(const std::string& key) {
@@ -146,8 +197,10 @@ void ConfigReader::finish() const {
   }
 }
 
-void ConfigReader::fail(const std::string& what) const {
-  throw ConfigError(dist::on_rank(dist::get_rank(), "config " + section_ + " " + what));
+void ConfigReader::fail(const std::string& what) const { fail_config(section_, what); }
+
+void fail_config(const std::string& section, const std::string& what) {
+  throw ConfigError(dist::on_rank(dist::get_rank(), "config " + section + " " + what));
 }
 
 }  // namespace engine::registry

@@ -1,10 +1,12 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "engine/dist/errors.h"
 
@@ -19,6 +21,29 @@ class ConfigError : public dist::InvalidArgument {
  public:
   using dist::InvalidArgument::InvalidArgument;
 };
+
+// Throws ConfigError: "config <section> <what>", on this rank.
+[[noreturn]] void fail_config(const std::string& section, const std::string& what);
+
+// Bounds on a config read from outside the process, checked before the
+// bytes are read and while they are parsed, so that neither a huge file nor
+// deep nesting (which copying and printing a JSON value follow by
+// recursion) is ever built.
+constexpr size_t kMaxConfigBytes = size_t{16} << 20;
+constexpr int kMaxConfigDepth = 64;
+
+// Parses `text`, a config that came from `source` (a file's path, for
+// messages). ConfigError naming `source`: not JSON (with the byte offset),
+// longer than kMaxConfigBytes, nested deeper than kMaxConfigDepth, or not an
+// object at the top.
+Json parse_config(std::string_view text, const std::string& source);
+
+// Reads the file at `path` (its size checked before it is read) and parses
+// it as parse_config does; ConfigError if it cannot be read.
+Json read_config_file(const std::string& path);
+
+// `value` as JSON text, cut to about 200 characters, for messages.
+std::string brief(const Json& value);
 
 // The JSON type name a C++ value type is read from ("boolean", "integer"...).
 template <typename T>
@@ -70,7 +95,7 @@ class ConfigReader {
   T convert(const std::string& key, const Json& value) const {
     if (!holds<T>(value)) {
       fail("key \"" + key + "\" must be " + json_type_name<T>() + ", not " +
-           std::string(value.type_name()) + " (" + value.dump() + ")");
+           std::string(value.type_name()) + " (" + brief(value) + ")");
     }
     return value.get<T>();
   }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -101,6 +103,85 @@ TEST(ConfigReaderTest, IntegersMustFitAndArraysMustHoldIntegers) {
   EXPECT_THROW(reader.get<int>("big", 0), ConfigError);
   EXPECT_EQ(reader.get<int64_t>("big", 0), 10000000000);
   EXPECT_THROW(reader.get<std::vector<int64_t>>("list", {}), ConfigError);
+}
+
+std::string parse_error_of(const std::string& text) {
+  try {
+    parse_config(text, "cfg.json");
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+// `levels` arrays inside the top object.
+std::string nested(int levels) {
+  return R"({"a": )" + std::string(levels, '[') + std::string(levels, ']') + "}";
+}
+
+TEST(ParseConfigTest, ReadsAnObject) {
+  EXPECT_EQ(parse_config(R"({"type": "Dot", "n": [1, 2]})", "cfg.json"),
+            Json::parse(R"({"n": [1, 2], "type": "Dot"})"));
+}
+
+TEST(ParseConfigTest, BadTextIsAConfigErrorNamingTheSourceAndTheByte) {
+  const auto error = parse_error_of(R"({"type": "Dot",})");
+  EXPECT_NE(error.find("config cfg.json is not valid JSON at byte 16"), std::string::npos) << error;
+  EXPECT_NE(parse_error_of("[1, 2]").find("config cfg.json must be a JSON object, not [1,2]"),
+            std::string::npos);
+  EXPECT_NE(parse_error_of("").find("not valid JSON"), std::string::npos);
+  // nlohmann reports this one as out_of_range, not as a parse error.
+  EXPECT_NE(parse_error_of(R"({"lr": 1e400})").find("config cfg.json is not valid JSON: "),
+            std::string::npos);
+}
+
+TEST(ParseConfigTest, NestingIsBoundedBeforeItIsBuilt) {
+  EXPECT_EQ(parse_error_of(nested(kMaxConfigDepth - 1)), "no error");
+  EXPECT_NE(parse_error_of(nested(kMaxConfigDepth))
+                .find("config cfg.json nests objects and arrays deeper than 64 levels"),
+            std::string::npos);
+  // Far deeper than any stack would follow.
+  EXPECT_NE(parse_error_of(nested(1'000'000)).find("deeper than"), std::string::npos);
+}
+
+TEST(ParseConfigTest, SizeIsBoundedBeforeParsing) {
+  const std::string huge(kMaxConfigBytes + 1, ' ');
+  EXPECT_NE(parse_error_of(huge).find("config cfg.json is 16777217 bytes, more than the 16777216"),
+            std::string::npos);
+  EXPECT_EQ(parse_error_of("{}" + std::string(kMaxConfigBytes - 2, ' ')), "no error");
+}
+
+TEST(ParseConfigTest, FilesAreReadWhole) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "parse_config";
+  std::filesystem::create_directories(dir);
+  const std::string good = (dir / "good.json").string();
+  std::ofstream(good) << R"({"type": "Dot"})";
+  EXPECT_EQ(read_config_file(good), Json::parse(R"({"type": "Dot"})"));
+  const std::string big = (dir / "big.json").string();
+  std::ofstream(big).close();
+  std::filesystem::resize_file(big, kMaxConfigBytes + 1);
+  try {
+    read_config_file(big);
+    ADD_FAILURE() << "a file over the bound was read";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find(big + " is 16777217 bytes"), std::string::npos)
+        << error.what();
+  }
+  try {
+    read_config_file((dir / "absent.json").string());
+    ADD_FAILURE() << "a missing file was read";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("absent.json cannot be read"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(ConfigReaderTest, MessagesQuoteLongValuesCut) {
+  const std::string long_text(10'000, 'x');
+  const auto error = error_of({{"type", "Square"}, {"size", long_text}});
+  EXPECT_NE(error.find("key \"size\" must be a number, not string (\"xxx"), std::string::npos);
+  EXPECT_LT(error.size(), 400u) << error;
+  EXPECT_EQ(brief(Json(long_text)), "\"" + std::string(199, 'x') + "...");
 }
 
 }  // namespace

@@ -48,7 +48,12 @@ EnvOptions env_options(ConfigReader& config) {
   options.backend = config.get("backend", options.backend);
   const auto timeout_s = config.get_optional<double>("timeout_s");
   if (timeout_s) {
-    if (*timeout_s <= 0) config.fail("key \"timeout_s\" must be positive");
+    // The bound keeps the conversion to milliseconds inside int64_t.
+    constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
+    if (!(*timeout_s > 0 && *timeout_s <= kMaxTimeoutS)) {
+      config.fail("key \"timeout_s\" must be positive and at most a year (" +
+                  std::to_string(static_cast<int64_t>(kMaxTimeoutS)) + " s)");
+    }
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
   }
   options.seed = config.get_optional<int64_t>("seed");

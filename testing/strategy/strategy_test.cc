@@ -73,6 +73,14 @@ TEST(StrategyRegistryTest, ConfigMistakesAreNamed) {
   EXPECT_NE(error_of({{"type", "SingleDeviceStrategy"}, {"seed", "7"}})
                 .find("key \"seed\" must be an integer, not string"),
             std::string::npos);
+  // Beyond a year, seconds in milliseconds would leave int64_t.
+  for (const double timeout_s : {0.0, -1.0, 3.2e7, 1e300}) {
+    EXPECT_NE(error_of({{"type", "DDPStrategy"}, {"timeout_s", timeout_s}})
+                  .find("key \"timeout_s\" must be positive and at most a year"),
+              std::string::npos)
+        << timeout_s;
+  }
+  EXPECT_EQ(error_of({{"type", "DDPStrategy"}, {"timeout_s", 3.1e7}}), "no error");
 }
 
 TEST(StrategyTest, SeedsAreSharedUnlessDiffRankSeed) {

@@ -4,10 +4,10 @@
 #include <rapidcheck.h>
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/registry/config.h"
 #include "examples/demo.h"
 #include "testing/model/ddp_cases.h"
 #include "testing/strategy/resume_cases.h"
@@ -24,9 +24,7 @@ std::string digest(const at::Tensor& t) {
 }
 
 engine::registry::Json demo_config() {
-  std::ifstream in("examples/train_config.json");
-  if (!in) throw std::runtime_error("simcheck: cannot read examples/train_config.json");
-  return engine::registry::Json::parse(in);
+  return engine::registry::read_config_file("examples/train_config.json");
 }
 
 Target demo(int64_t iters, const std::string& work_dir, bool resume) {

@@ -24,6 +24,9 @@ using ParamInitFn = std::function<void(torch::nn::Module& module)>;
 //   kaiming_init   a (0), mode ("fan_out" | "fan_in"), nonlinearity ("relu" |
 //                  "leaky_relu" | "linear" | "tanh" | "sigmoid"), bias (0),
 //                  distribution ("normal" | "uniform")
+// A ConfigError: a negative std or gain, b below a (when built), or values
+// that the parameter's dtype cannot hold or that come out not finite (when
+// the function runs).
 using InitFunctionRegistry = registry::Registry<ParamInitFn>;
 InitFunctionRegistry& param_init_functions();
 

@@ -101,6 +101,43 @@ TEST(InitFunctions, BadArgumentsAreNamed) {
             std::string::npos);
   EXPECT_NE(error_of({{"type", "normal_init"}, {"sd", 1}}).find("has unknown key(s) sd"),
             std::string::npos);
+  EXPECT_NE(error_of({{"type", "normal_init"}, {"std", -1}})
+                .find("FUNCTIONS (normal_init) key \"std\" must be at least 0, not -1"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"type", "uniform_init"}, {"a", 2}, {"b", 1}})
+                .find("key \"b\" must be at least 2, not 1"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"type", "xavier_init"}, {"gain", -0.5}})
+                .find("key \"gain\" must be at least 0, not -0.5"),
+            std::string::npos);
+}
+
+// Found by tools/fuzz/config_fuzz: values a float parameter cannot hold
+// reached LibTorch's own errors, or filled it with infinities.
+TEST(InitFunctions, ValuesTheParameterCannotHoldAreNamedWhenApplied) {
+  auto error_applying = [](const Json& config) {
+    torch::nn::Linear layer(3, 2);
+    try {
+      param_init_functions().build(config)(*layer);
+    } catch (const engine::registry::ConfigError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_applying({{"type", "constant_init"}, {"val", 1e308}})
+                .find("FUNCTIONS (constant_init) cannot fill a Float weight: value cannot be "
+                      "converted to type float without overflow"),
+            std::string::npos);
+  EXPECT_NE(error_applying({{"type", "constant_init"}, {"val", 1}, {"bias", -1e308}})
+                .find("cannot fill a Float bias"),
+            std::string::npos);
+  EXPECT_NE(error_applying({{"type", "uniform_init"}, {"a", -1e308}, {"b", 1e308}})
+                .find("cannot fill a Float weight: from is out of bounds for float"),
+            std::string::npos);
+  EXPECT_NE(error_applying({{"type", "normal_init"}, {"mean", 1e308}})
+                .find("fills a Float weight with values that are not finite"),
+            std::string::npos);
+  EXPECT_EQ(error_applying({{"type", "normal_init"}, {"mean", 1e30}}), "no error");
 }
 
 }  // namespace
