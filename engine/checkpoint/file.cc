@@ -12,9 +12,6 @@
 #include <fstream>
 #include <string_view>
 
-#include "engine/dist/helpers.h"
-#include "engine/dist/info.h"
-#include "engine/dist/objects.h"
 #include "engine/dist/pickle.h"
 #include "engine/io/atomic_file.h"
 
@@ -202,15 +199,6 @@ c10::IValue load_file(const std::string& path) {
   const std::string_view payload = file.substr(0, payload_size);
   check_envelope(path, envelope, payload_size, payload);
   return unpickled(path, bytes, file);
-}
-
-void throw_if_any_rank_failed(const std::string& failure, const std::string& what) {
-  const std::string failures = dist::failures_of_ranks(failure, what);
-  if (!failures.empty()) throw CheckpointError(dist::on_rank(dist::get_rank(), failures));
-}
-
-void on_first_rank_for_all(const std::function<void()>& write, const std::string& what) {
-  throw_if_any_rank_failed(dist::get_rank() == 0 ? dist::failure_of(write) : "", what);
 }
 
 }  // namespace engine::checkpoint

@@ -2,7 +2,6 @@
 
 #include <ATen/core/ivalue.h>
 
-#include <functional>
 #include <string>
 
 #include "engine/dist/errors.h"
@@ -37,13 +36,5 @@ void save_file(const std::string& path, const c10::IValue& content,
 // Reads and verifies a file written by save_file (or by version 1 of it), or
 // reads a torch.save file.
 c10::IValue load_file(const std::string& path);
-
-// dist::failures_of_ranks, thrown as the same CheckpointError on every rank
-// when any rank failed. Put around per-rank writes and reads so that no rank
-// goes on to train while another stopped.
-void throw_if_any_rank_failed(const std::string& failure, const std::string& what);
-
-// Rank 0 runs `write`; then throw_if_any_rank_failed.
-void on_first_rank_for_all(const std::function<void()>& write, const std::string& what);
 
 }  // namespace engine::checkpoint

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/checkpoint/all_ranks.h"
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
 #include "engine/io/atomic_file.h"

@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "engine/checkpoint/all_ranks.h"
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
 #include "engine/optim/optimizer_state.h"

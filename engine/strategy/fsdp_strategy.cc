@@ -10,6 +10,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "engine/checkpoint/all_ranks.h"
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
 #include "engine/model/batch_norm.h"

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/all_ranks.h"
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"

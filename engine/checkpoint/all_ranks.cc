@@ -1,0 +1,19 @@
+#include "engine/checkpoint/all_ranks.h"
+
+#include "engine/checkpoint/file.h"
+#include "engine/dist/errors.h"
+#include "engine/dist/helpers.h"
+#include "engine/dist/info.h"
+
+namespace engine::checkpoint {
+
+void throw_if_any_rank_failed(const std::string& failure, const std::string& what) {
+  const std::string failures = dist::failures_of_ranks(failure, what);
+  if (!failures.empty()) throw CheckpointError(dist::on_rank(dist::get_rank(), failures));
+}
+
+void on_first_rank_for_all(const std::function<void()>& write, const std::string& what) {
+  throw_if_any_rank_failed(dist::get_rank() == 0 ? dist::failure_of(write) : "", what);
+}
+
+}  // namespace engine::checkpoint
