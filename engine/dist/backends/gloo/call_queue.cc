@@ -9,8 +9,11 @@ class CallQueue::Task : public c10d::Work {
  public:
   explicit Task(std::function<void()> call) : call_(std::move(call)) {}
 
-  void run() {
+  // `before` fails the task as the call would: a throw on the queue's
+  // thread would end the process.
+  void run(const std::function<void()>& before) {
     try {
+      if (before) before();
       call_();
       finish();
     } catch (...) {
@@ -54,8 +57,7 @@ void CallQueue::serve() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    if (before_each_) before_each_();
-    task->run();
+    task->run(before_each_);
   }
 }
 

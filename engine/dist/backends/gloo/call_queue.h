@@ -14,7 +14,8 @@ namespace engine::dist::gloo {
 // in that order on every rank, which Gloo's pairs and slots rely on.
 class CallQueue {
  public:
-  // `before_each` (may be empty) runs on the queue's thread before each call.
+  // `before_each` (may be empty) runs on the queue's thread before each call;
+  // what it throws fails that call's work, and the queue goes on.
   explicit CallQueue(std::function<void()> before_each = nullptr);
   // Runs what is still queued, then stops the thread.
   ~CallQueue();
