@@ -14,15 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/dist/info.h"
 #include "engine/model/init/init_functions.h"
 #include "engine/registry/config.h"
-
-// The fuzzer runs outside any job, where every rank query answers 0; the
-// real get_rank would link the whole of engine/dist.
-namespace engine::dist {
-int get_rank(const std::shared_ptr<const Group>&) { return 0; }
-}  // namespace engine::dist
 
 namespace {
 

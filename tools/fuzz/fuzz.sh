@@ -8,7 +8,8 @@
 # Targets: unpickle_fuzz (object frames, part files, checkpoints),
 # launch_env_fuzz (the launch environment and Slurm lists), fault_plan_fuzz,
 # flight_record_fuzz (the files the diagnosis tool reads), config_fuzz (a
-# config file through parse_config, ConfigReader and the FUNCTIONS registry).
+# config file through parse_config, ConfigReader and the FUNCTIONS registry),
+# sharded_checkpoint_fuzz (a sharded checkpoint's files through load_sharded).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-10}
@@ -22,7 +23,14 @@ declare -A sources=(
   [launch_env_fuzz]="engine/launch/launch.cc engine/launch/hostlist.cc"
   [fault_plan_fuzz]="sim/fault_plan.cc"
   [flight_record_fuzz]="engine/flight/record.cc engine/flight/diagnosis.cc engine/dist/describe.cc"
-  [config_fuzz]="engine/registry/config.cc engine/model/init/init_functions.cc"
+  [config_fuzz]="tools/fuzz/outside_a_job.cc engine/registry/config.cc
+    engine/model/init/init_functions.cc"
+  [sharded_checkpoint_fuzz]="tools/fuzz/outside_a_job.cc tools/fuzz/sharded_input.cc
+    engine/checkpoint/sharded/sharded_load.cc
+    engine/checkpoint/sharded/reshard.cc engine/checkpoint/sharded/directory.cc
+    engine/checkpoint/file.cc engine/dist/pickle.cc engine/dist/pickle_bounds.cc
+    engine/dist/zip_index.cc engine/model/sharding/shard_layout.cc engine/io/atomic_file.cc
+    engine/io/file_system.cc"
 )
 declare -A seeds=(
   [unpickle_fuzz]="tools/fuzz/corpus/unpickle engine/checkpoint/testdata"
@@ -30,20 +38,24 @@ declare -A seeds=(
   [fault_plan_fuzz]="tools/fuzz/corpus/fault_plan"
   [flight_record_fuzz]="tools/fuzz/corpus/flight_record"
   [config_fuzz]="tools/fuzz/corpus/config $out/example_configs"
+  [sharded_checkpoint_fuzz]="tools/fuzz/corpus/sharded_checkpoint"
 )
 mkdir -p "$out/example_configs"
 cp examples/*.json "$out/example_configs/"
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(unpickle_fuzz launch_env_fuzz fault_plan_fuzz flight_record_fuzz config_fuzz)
+[ ${#targets[@]} -gt 0 ] ||
+  targets=(unpickle_fuzz launch_env_fuzz fault_plan_fuzz flight_record_fuzz config_fuzz
+    sharded_checkpoint_fuzz)
 
 build() {
   local target=$1 standard=-std=c++20 libs=()
   case $target in
     unpickle_fuzz | flight_record_fuzz) libs=("${torch[@]}") ;;
-    # LibTorch 1.13's module headers (torch/nn) do not compile under clang 14
+    # LibTorch 1.13's module and Dict headers do not compile under clang 14
     # at C++20 (a vector of the then incomplete IValue).
     config_fuzz) libs=("${torch[@]}") standard=-std=c++17 ;;
+    sharded_checkpoint_fuzz) libs=("${torch[@]}" -lz) standard=-std=c++17 ;;
   esac
   # shellcheck disable=SC2086
   clang++-14 "$standard" "${flags[@]}" "tools/fuzz/$target.cc" ${sources[$target]} \
