@@ -2,9 +2,10 @@
 // two ranks, joined into the fuzz target's input) loads at any world size
 // as a fresh save of the same state does, so the fuzzer starts from what the
 // engine reads. With SHARDED_SEED_OUT=<absolute path> set, the test writes a
-// fresh seed there:
-//   SHARDED_SEED_OUT=$PWD/tools/fuzz/corpus/sharded_checkpoint/two_ranks \
-//     bazel run //testing/strategy:strategy_tests -- --gtest_filter='ShardedSeed.*'
+// fresh seed there. From the repository's root:
+//   export SHARDED_SEED_OUT=$PWD/tools/fuzz/corpus/sharded_checkpoint/two_ranks
+//   bazel run //testing/strategy:strategy_tests -- --gtest_filter='ShardedSeed.*'
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
