@@ -112,8 +112,9 @@ TEST(InitFunctions, BadArgumentsAreNamed) {
             std::string::npos);
 }
 
-// Found by tools/fuzz/config_fuzz: values a float parameter cannot hold
-// reached LibTorch's own errors, or filled it with infinities.
+// Found with tools/fuzz/config_fuzz: values a float parameter cannot hold
+// reached LibTorch's own errors, or filled it with infinities. (What
+// LibTorch says after the engine's words differs between its versions.)
 TEST(InitFunctions, ValuesTheParameterCannotHoldAreNamedWhenApplied) {
   auto error_applying = [](const Json& config) {
     torch::nn::Linear layer(3, 2);
@@ -125,18 +126,20 @@ TEST(InitFunctions, ValuesTheParameterCannotHoldAreNamedWhenApplied) {
     return std::string("no error");
   };
   EXPECT_NE(error_applying({{"type", "constant_init"}, {"val", 1e308}})
-                .find("FUNCTIONS (constant_init) cannot fill a Float weight: value cannot be "
-                      "converted to type float without overflow"),
+                .find("FUNCTIONS (constant_init) cannot fill a Float weight: "),
             std::string::npos);
   EXPECT_NE(error_applying({{"type", "constant_init"}, {"val", 1}, {"bias", -1e308}})
-                .find("cannot fill a Float bias"),
+                .find("FUNCTIONS (constant_init) cannot fill a Float bias: "),
             std::string::npos);
-  EXPECT_NE(error_applying({{"type", "uniform_init"}, {"a", -1e308}, {"b", 1e308}})
-                .find("cannot fill a Float weight: from is out of bounds for float"),
-            std::string::npos);
-  EXPECT_NE(error_applying({{"type", "normal_init"}, {"mean", 1e308}})
-                .find("fills a Float weight with values that are not finite"),
-            std::string::npos);
+  // Refused by LibTorch's range check, or else by the finiteness check.
+  const std::string uniform =
+      error_applying({{"type", "uniform_init"}, {"a", -1e308}, {"b", 1e308}});
+  EXPECT_NE(uniform.find("FUNCTIONS (uniform_init) "), std::string::npos) << uniform;
+  EXPECT_NE(uniform.find(" a Float weight"), std::string::npos) << uniform;
+  EXPECT_NE(
+      error_applying({{"type", "normal_init"}, {"mean", 1e308}})
+          .find("FUNCTIONS (normal_init) fills a Float weight with values that are not finite"),
+      std::string::npos);
   EXPECT_EQ(error_applying({{"type", "normal_init"}, {"mean", 1e30}}), "no error");
 }
 
