@@ -32,7 +32,6 @@ const std::string& scratch_dir() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& dir = scratch_dir();
-  for (const std::string& name : fuzz::file_names()) std::filesystem::remove(dir + "/" + name);
   fuzz::write_files(dir,
                     fuzz::split_files(std::string_view(reinterpret_cast<const char*>(data), size)));
   auto mine = fuzz::model_state(0, 2);

@@ -17,8 +17,9 @@ std::vector<std::string> file_names() {
 }
 
 std::vector<std::string> split_files(std::string_view input) {
+  const size_t most = file_names().size();
   std::vector<std::string> contents;
-  while (!input.empty() && contents.size() < file_names().size()) {
+  while (!input.empty() && contents.size() < most) {
     const size_t end = input.find(kFileEnd);
     contents.emplace_back(input.substr(0, end));
     input =
@@ -36,8 +37,13 @@ std::string join_files(const std::vector<std::string>& contents) {
 void write_files(const std::string& dir, const std::vector<std::string>& contents) {
   std::filesystem::create_directories(dir);
   const auto names = file_names();
-  for (size_t i = 0; i < contents.size(); ++i) {
-    std::ofstream(std::filesystem::path(dir) / names[i], std::ios::binary) << contents[i];
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto path = std::filesystem::path(dir) / names[i];
+    if (i < contents.size()) {
+      std::ofstream(path, std::ios::binary) << contents[i];
+    } else {
+      std::filesystem::remove(path);
+    }
   }
 }
 

@@ -21,7 +21,8 @@ std::vector<std::string> file_names();
 std::vector<std::string> split_files(std::string_view input);
 std::string join_files(const std::vector<std::string>& contents);
 
-// Writes each content to its file in `dir` (created).
+// Writes each content to its file in `dir` (created), and removes the files
+// that `contents` is too short to hold.
 void write_files(const std::string& dir, const std::vector<std::string>& contents);
 // The contents of `dir`'s files (empty for a missing one).
 std::vector<std::string> read_files(const std::string& dir);
