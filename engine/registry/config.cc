@@ -1,8 +1,10 @@
 #include "engine/registry/config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <vector>
 
 #include "engine/dist/info.h"
@@ -72,11 +74,11 @@ const char* json_type_name<bool>() {
 }
 template <>
 const char* json_type_name<int>() {
-  return "an integer";
+  return "an integer that fits 32 bits";
 }
 template <>
 const char* json_type_name<int64_t>() {
-  return "an integer";
+  return "an integer that fits 64 bits";
 }
 template <>
 const char* json_type_name<double>() {
@@ -92,7 +94,7 @@ const char* json_type_name<Json>() {
 }
 template <>
 const char* json_type_name<std::vector<int64_t>>() {
-  return "an array of integers";
+  return "an array of integers that fit 64 bits";
 }
 
 template <>
@@ -115,6 +117,14 @@ bool array_of(const Json& value, Check check) {
   return true;
 }
 
+// An integer a signed 64-bit value holds (nlohmann keeps those above
+// INT64_MAX as unsigned, which get<int64_t> would wrap to negatives).
+bool fits_int64(const Json& value) {
+  return value.is_number_integer() &&
+         !(value.is_number_unsigned() &&
+           value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+}
+
 }  // namespace
 
 template <>
@@ -123,11 +133,11 @@ bool ConfigReader::holds<bool>(const Json& value) {
 }
 template <>
 bool ConfigReader::holds<int>(const Json& value) {
-  return value.is_number_integer() && value.get<int64_t>() == value.get<int>();
+  return fits_int64(value) && value.get<int64_t>() == value.get<int>();
 }
 template <>
 bool ConfigReader::holds<int64_t>(const Json& value) {
-  return value.is_number_integer();
+  return fits_int64(value);
 }
 template <>
 bool ConfigReader::holds<double>(const Json& value) {
@@ -143,7 +153,7 @@ bool ConfigReader::holds<Json>(const Json& value) {
 }
 template <>
 bool ConfigReader::holds<std::vector<int64_t>>(const Json& value) {
-  return array_of(value, [](const Json& item) { return item.is_number_integer(); });
+  return array_of(value, fits_int64);
 }
 template <>
 bool ConfigReader::holds<std::vector<double>>(const Json& value) {
@@ -170,6 +180,19 @@ bool ConfigReader::has(const std::string& key) { return find(key) != nullptr; }
 bool ConfigReader::is_null(const std::string& key) {
   const Json* value = find(key);
   return value && value->is_null();
+}
+
+int64_t ConfigReader::get_whole(const std::string& key, int64_t fallback, int64_t least,
+                                int64_t most) {
+  const Json* value = find(key);
+  if (!value) return fallback;
+  const double number = convert<double>(key, *value);
+  if (!(number >= static_cast<double>(least) && number <= static_cast<double>(most) &&
+        std::floor(number) == number)) {
+    fail("key \"" + key + "\" must be a whole number from " + std::to_string(least) + " to " +
+         std::to_string(most) + ", not " + brief(*value));
+  }
+  return static_cast<int64_t>(number);
 }
 
 std::optional<Json> ConfigReader::value(const std::string& key) {

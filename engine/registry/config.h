@@ -77,6 +77,9 @@ class ConfigReader {
     if (!value) fail("lacks the required key \"" + key + "\"");
     return convert<T>(key, *value);
   }
+  // A whole number in [least, most] (|most| at most 2^53), written as any
+  // JSON number (DeepSpeed writes sizes as 5e8), or `fallback` when absent.
+  int64_t get_whole(const std::string& key, int64_t fallback, int64_t least, int64_t most);
   // The value as written, of any JSON type, or nullopt when absent.
   std::optional<Json> value(const std::string& key);
   // A nested object (type-checked), or nullopt when absent.

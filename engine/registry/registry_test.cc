@@ -86,6 +86,55 @@ TEST(RegistryTest, AWrongValueTypeNamesTheKeyAndTheExpectedType) {
             std::string::npos);
 }
 
+// The ConfigError `read` meets in `config`; "no error" if none.
+template <typename Read>
+std::string reader_error_of(const char* config, Read read) {
+  try {
+    ConfigReader reader(Json::parse(config), "cfg");
+    read(reader);
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+TEST(RegistryTest, IntegersOutsideTheirTypeAreRefusedNotWrapped) {
+  // nlohmann keeps 2^64 - 1 unsigned; read as a signed value it would be -1.
+  const auto as_int64 = [](ConfigReader& reader) { reader.get<int64_t>("n", 0); };
+  EXPECT_NE(reader_error_of(R"({"n": 18446744073709551615})", as_int64)
+                .find("key \"n\" must be an integer that fits 64 bits, not number"),
+            std::string::npos);
+  EXPECT_EQ(reader_error_of(R"({"n": 9223372036854775807})", as_int64), "no error");
+  const auto as_int = [](ConfigReader& reader) { reader.get<int>("n", 0); };
+  for (const char* config : {R"({"n": 18446744073709551615})", R"({"n": 4294967296})"}) {
+    EXPECT_NE(reader_error_of(config, as_int).find("must be an integer that fits 32 bits"),
+              std::string::npos)
+        << config;
+  }
+  const auto as_list = [](ConfigReader& reader) { reader.get<std::vector<int64_t>>("n", {}); };
+  EXPECT_NE(reader_error_of(R"({"n": [1, 18446744073709551615]})", as_list)
+                .find("must be an array of integers that fit 64 bits"),
+            std::string::npos);
+}
+
+TEST(RegistryTest, AWholeNumberMayBeWrittenAsAnyNumberWithinItsBounds) {
+  int64_t read = 0;
+  const auto whole = [&](ConfigReader& reader) { read = reader.get_whole("n", 7, 1, 1000); };
+  EXPECT_EQ(reader_error_of(R"({"n": 5e2})", whole), "no error");
+  EXPECT_EQ(read, 500);
+  EXPECT_EQ(reader_error_of("{}", whole), "no error");
+  EXPECT_EQ(read, 7);
+  for (const char* config : {R"({"n": 0})", R"({"n": 2.5})", R"({"n": 1e300})", R"({"n": -1e300})",
+                             R"({"n": 18446744073709551615})"}) {
+    EXPECT_NE(reader_error_of(config, whole)
+                  .find("key \"n\" must be a whole number from 1 to 1000, not "),
+              std::string::npos)
+        << config;
+  }
+  EXPECT_NE(reader_error_of(R"({"n": "5"})", whole).find("key \"n\" must be a number, not string"),
+            std::string::npos);
+}
+
 TEST(RegistryTest, AMissingRequiredKeyIsNamed) {
   EXPECT_NE(error_of(Json::parse(R"({"type": "Square"})"))
                 .find("SHAPES (Square) lacks the required key \"size\""),
