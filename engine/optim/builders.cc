@@ -69,17 +69,36 @@ std::shared_ptr<torch::optim::Optimizer> build_zero_redundancy(ConfigReader& con
   }
 }
 
+// LibTorch's optimizers check their options as they are built (a negative
+// learning rate, a beta outside [0, 1): PyTorch's ValueError); here that is
+// a ConfigError in LibTorch's words.
+OptimizerRegistry::Builder checked_by_libtorch(OptimizerRegistry::Builder build) {
+  return [build = std::move(build)](ConfigReader& config, std::vector<at::Tensor> parameters) {
+    try {
+      return build(config, std::move(parameters));
+    } catch (const c10::Error& error) {
+      config.fail(std::string("has options LibTorch refuses: ") + error.what_without_backtrace());
+    }
+  };
+}
+
+std::shared_ptr<torch::optim::Optimizer> build_sgd(ConfigReader& config,
+                                                   std::vector<at::Tensor> parameters) {
+  torch::optim::SGDOptions options(config.require<double>("lr"));
+  options.momentum(config.get("momentum", 0.0))
+      .dampening(config.get("dampening", 0.0))
+      .weight_decay(config.get("weight_decay", 0.0))
+      .nesterov(config.get("nesterov", false));
+  return std::make_shared<torch::optim::SGD>(std::move(parameters), options);
+}
+
 void add_builtin_optimizers(OptimizerRegistry& registry) {
-  registry.add("SGD", [](ConfigReader& config, std::vector<at::Tensor> parameters) {
-    torch::optim::SGDOptions options(config.require<double>("lr"));
-    options.momentum(config.get("momentum", 0.0))
-        .dampening(config.get("dampening", 0.0))
-        .weight_decay(config.get("weight_decay", 0.0))
-        .nesterov(config.get("nesterov", false));
-    return std::make_shared<torch::optim::SGD>(std::move(parameters), options);
-  });
-  registry.add("Adam", build_adam<torch::optim::Adam, FusedAdam, torch::optim::AdamOptions>);
-  registry.add("AdamW", build_adam<torch::optim::AdamW, FusedAdamW, torch::optim::AdamWOptions>);
+  registry.add("SGD", checked_by_libtorch(build_sgd));
+  registry.add("Adam", checked_by_libtorch(
+                           build_adam<torch::optim::Adam, FusedAdam, torch::optim::AdamOptions>));
+  registry.add(
+      "AdamW",
+      checked_by_libtorch(build_adam<torch::optim::AdamW, FusedAdamW, torch::optim::AdamWOptions>));
   registry.add("ZeroRedundancyOptimizer", build_zero_redundancy);
 }
 

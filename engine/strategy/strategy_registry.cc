@@ -1,6 +1,7 @@
 #include <set>
 #include <string>
 
+#include "engine/model/wrappers/zero_data_parallel.h"
 #include "engine/strategy/fsdp_strategy.h"
 #include "engine/strategy/strategy.h"
 #include "engine/strategy/zero_strategy.h"
@@ -138,8 +139,8 @@ void add_builtin_strategies(StrategyRegistry& registry) {
     ZeroStrategyOptions options;
     options.stage = config.get("stage", options.stage);
     // DeepSpeed configs write it as 5e8: a number, not necessarily an integer.
-    options.reduce_bucket_size = static_cast<int64_t>(
-        config.get("reduce_bucket_size", static_cast<double>(options.reduce_bucket_size)));
+    options.reduce_bucket_size = config.get_whole("reduce_bucket_size", options.reduce_bucket_size,
+                                                  1, model::kMaxReduceBucketSize);
     options.overlap_comm = config.get("overlap_comm", options.overlap_comm);
     options.sync_bn = config.get_optional<std::string>("sync_bn");
     // Gradients always travel packed in one flat buffer per bucket, which is

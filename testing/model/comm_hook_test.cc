@@ -398,6 +398,19 @@ TEST(CommHookConfig, BuildsEveryTypeAndNamesMistakes) {
               std::string::npos)
         << described;
   });
+  // The bucket's bytes must fit int64_t.
+  for (const double cap : {0.0, -1.0, 1e300}) {
+    try {
+      engine::model::model_wrappers().build(
+          {{"type", "MMDistributedDataParallel"}, {"bucket_cap_mb", cap}}, nets::make_net(spec));
+      ADD_FAILURE() << "bucket_cap_mb " << cap << " was accepted";
+    } catch (const engine::registry::ConfigError& error) {
+      EXPECT_NE(
+          std::string(error.what()).find("key \"bucket_cap_mb\" must be positive and at most 2^30"),
+          std::string::npos)
+          << error.what();
+    }
+  }
   const std::vector<std::pair<engine::registry::Json, std::string>> mistakes{
       {{{"type", "PowerSGD"}, {"start_powerSGD_iter", 1}},
        "start_powerSGD_iter must be at least 2"},

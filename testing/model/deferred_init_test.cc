@@ -250,6 +250,13 @@ TEST(DeferredInit, TheKeysAreReadAsMmengineWritesThem) {
               std::string::npos);
     EXPECT_NE(error("cpu_offload", {{"offload", true}}).find("has unknown key(s) offload"),
               std::string::npos);
+    // A CUDA index is a c10::DeviceIndex (8 bits): beyond it, not wrapped.
+    for (const engine::registry::Json& index : {-1, 128, 65536}) {
+      EXPECT_NE(
+          error("device_id", index).find("key \"device_id\" must be a whole number from 0 to 127"),
+          std::string::npos)
+          << index;
+    }
   });
 }
 

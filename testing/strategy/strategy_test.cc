@@ -72,7 +72,7 @@ TEST(StrategyRegistryTest, ConfigMistakesAreNamed) {
                 .find("FSDPStrategy: key \"sync_bn\" must be"),
             std::string::npos);
   EXPECT_NE(error_of({{"type", "SingleDeviceStrategy"}, {"seed", "7"}})
-                .find("key \"seed\" must be an integer, not string"),
+                .find("key \"seed\" must be an integer that fits 64 bits, not string"),
             std::string::npos);
   // Beyond a year, seconds in milliseconds would leave int64_t.
   for (const double timeout_s : {0.0, -1.0, 3.2e7, 1e300}) {
@@ -82,6 +82,16 @@ TEST(StrategyRegistryTest, ConfigMistakesAreNamed) {
         << timeout_s;
   }
   EXPECT_EQ(error_of({{"type", "DDPStrategy"}, {"timeout_s", 3.1e7}}), "no error");
+  // A size DeepSpeed writes as 5e8 is read as a number; it must be whole
+  // and held by int64_t.
+  for (const double size : {0.0, 2.5, 1e300, -1e300}) {
+    EXPECT_NE(error_of({{"type", "ZeroStrategy"}, {"reduce_bucket_size", size}})
+                  .find("key \"reduce_bucket_size\" must be a whole number from 1 to "
+                        "9007199254740992"),
+              std::string::npos)
+        << size;
+  }
+  EXPECT_EQ(error_of({{"type", "ZeroStrategy"}, {"reduce_bucket_size", 5e8}}), "no error");
 }
 
 TEST(StrategyTest, SeedsAreSharedUnlessDiffRankSeed) {

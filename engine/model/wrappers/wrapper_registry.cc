@@ -1,5 +1,6 @@
 #include "engine/model/wrappers/wrapper_registry.h"
 
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -23,7 +24,11 @@ DDPOptions ddp_options(registry::ConfigReader& config) {
       config.get("find_unused_parameters", options.find_unused_parameters);
   options.static_graph = config.get("static_graph", options.static_graph);
   options.bucket_cap_mb = config.get("bucket_cap_mb", options.bucket_cap_mb);
-  if (options.bucket_cap_mb <= 0) config.fail("key \"bucket_cap_mb\" must be positive");
+  // The bound keeps the bucket's bytes inside int64_t.
+  constexpr double kMaxBucketCapMb = 1 << 30;
+  if (!(options.bucket_cap_mb > 0 && options.bucket_cap_mb <= kMaxBucketCapMb)) {
+    config.fail("key \"bucket_cap_mb\" must be positive and at most 2^30 (a PiB)");
+  }
   options.gradient_as_bucket_view =
       config.get("gradient_as_bucket_view", options.gradient_as_bucket_view);
   if (const auto hook = config.object("comm_hook")) options.comm_hook = comm_hooks().build(*hook);
@@ -119,7 +124,9 @@ std::optional<c10::Device> device_id(registry::ConfigReader& config) {
   const auto value = config.value("device_id");
   if (!value || value->is_null()) return std::nullopt;
   if (value->is_number_integer()) {
-    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(value->get<int64_t>()));
+    const auto index =
+        config.get_whole("device_id", 0, 0, std::numeric_limits<c10::DeviceIndex>::max());
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
   if (value->is_string()) {
     try {
@@ -171,8 +178,8 @@ std::shared_ptr<ModelWrapper> build_zero(registry::ConfigReader& config,
   ZeroOptions options;
   options.stage = config.get("stage", options.stage);
   // DeepSpeed configs write it as 5e8: a number, not necessarily an integer.
-  options.reduce_bucket_size = static_cast<int64_t>(
-      config.get("reduce_bucket_size", static_cast<double>(options.reduce_bucket_size)));
+  options.reduce_bucket_size =
+      config.get_whole("reduce_bucket_size", options.reduce_bucket_size, 1, kMaxReduceBucketSize);
   options.overlap_comm = config.get("overlap_comm", options.overlap_comm);
   options.sync_module_states = config.get("sync_module_states", options.sync_module_states);
   return std::make_shared<MMZeroDataParallel>(std::move(module), options);

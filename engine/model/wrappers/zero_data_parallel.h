@@ -7,6 +7,10 @@
 
 namespace engine::model {
 
+// The largest reduce_bucket_size a config may give: every whole number up
+// to it is exact in a JSON number.
+constexpr int64_t kMaxReduceBucketSize = int64_t{1} << 53;
+
 struct ZeroOptions {
   // 1: optimizer state sharded; 2: gradients too. (Stage 3 is
   // MMFullyShardedDataParallel's FULL_SHARD.) Anything else is
