@@ -250,6 +250,9 @@ TEST(DeferredInit, TheKeysAreReadAsMmengineWritesThem) {
               std::string::npos);
     EXPECT_NE(error("cpu_offload", {{"offload", true}}).find("has unknown key(s) offload"),
               std::string::npos);
+    EXPECT_NE(error("hybrid_shard_size", -1)
+                  .find("key \"hybrid_shard_size\" must be a whole number from 0 to 2147483647"),
+              std::string::npos);
     // A CUDA index is a c10::DeviceIndex (8 bits): beyond it, not wrapped.
     for (const engine::registry::Json& index : {-1, 128, 65536}) {
       EXPECT_NE(

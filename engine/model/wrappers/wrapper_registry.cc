@@ -157,7 +157,8 @@ std::shared_ptr<ModelWrapper> build_fsdp(registry::ConfigReader& config,
       parse_sharding_strategy(config.get<std::string>("sharding_strategy", "FULL_SHARD"));
   options.auto_wrap_policy = wrap_policy(config);
   options.sync_module_states = config.get("sync_module_states", options.sync_module_states);
-  options.hybrid_shard_size = config.get("hybrid_shard_size", options.hybrid_shard_size);
+  options.hybrid_shard_size = static_cast<int>(config.get_whole(
+      "hybrid_shard_size", options.hybrid_shard_size, 0, std::numeric_limits<int>::max()));
   options.mixed_precision = mixed_precision(config);
   options.backward_prefetch = backward_prefetch(config);
   options.forward_prefetch = config.get("forward_prefetch", options.forward_prefetch);
