@@ -83,18 +83,54 @@ class LeaveJobAtEnd : public ::testing::Environment {
 const bool registered =
     process_backend() && ::testing::AddGlobalTestEnvironment(new LeaveJobAtEnd) != nullptr;
 
-// Every rank learns the first rank's error, if any, and throws it.
+// A body's error as it travels to the other processes: "" for none, else a
+// kind letter and the message. The engine's CollectiveMismatch keeps its type
+// (a test may expect it); every other error arrives as std::runtime_error.
+constexpr char kMismatch = 'M';
+constexpr char kOther = 'E';
+
+std::string encode_error(const std::exception& error) {
+  std::string message = error.what();
+  if (message.empty()) message = "an exception without a message";
+  return (dynamic_cast<const dist::CollectiveMismatch*>(&error) ? kMismatch : kOther) + message;
+}
+
+// Every rank's encoded error. In debug mode the exchange itself is checked:
+// a rank that has left its body while another still calls collectives in its
+// own meets a CollectiveMismatch here, and the other rank the same one in its
+// body, which brings it to this exchange; they exchange again, this rank's
+// error saying that it had returned.
+std::vector<c10::IValue> exchange_errors(const std::string& mine) {
+  try {
+    return dist::all_gather_object(c10::IValue(mine));
+  } catch (const dist::CollectiveMismatch& mismatch) {
+    if (!mine.empty()) throw;
+    return dist::all_gather_object(c10::IValue(
+        kMismatch +
+        ("process rank " + std::to_string(dist::get_rank()) +
+         " has returned from its body while a rank still called collectives: " + mismatch.what())));
+  }
+}
+
+// Every rank throws the first rank's error, if any; a mismatch as a
+// CollectiveMismatch that holds every rank's error.
 void rethrow_any(const std::string& mine) {
-  const auto errors = dist::all_gather_object(c10::IValue(mine));
+  const auto errors = exchange_errors(mine);
+  std::string first, all;
+  bool mismatch = false;
   for (size_t rank = 0; rank < errors.size(); ++rank) {
     const std::string& error = errors[rank].toStringRef();
-    if (!error.empty()) {
-      // Printed as well: RapidCheck reports a failing case by running it
-      // again, so a failure that does not repeat would leave no trace.
-      std::cerr << "harness: process rank " << rank << " failed: " << error << "\n";
-      throw std::runtime_error("[process rank " + std::to_string(rank) + "] " + error);
-    }
+    if (error.empty()) continue;
+    const std::string text = "[process rank " + std::to_string(rank) + "] " + error.substr(1);
+    // Printed as well: RapidCheck reports a failing case by running it
+    // again, so a failure that does not repeat would leave no trace.
+    std::cerr << "harness: " << text << "\n";
+    if (first.empty()) first = text;
+    all += (all.empty() ? "" : "\n") + text;
+    mismatch = mismatch || error[0] == kMismatch;
   }
+  if (mismatch) throw dist::CollectiveMismatch(all);
+  if (!first.empty()) throw std::runtime_error(first);
 }
 
 // `value` with its tensors copied to the CPU: results travel and are checked
@@ -134,8 +170,7 @@ void run_in_process(int world_size, const std::function<void(int rank)>& body) {
     try {
       body(job.rank());
     } catch (const std::exception& e) {
-      error = e.what();
-      if (error.empty()) error = "an exception without a message";
+      error = encode_error(e);
     }
   }
   rethrow_any(error);
@@ -192,8 +227,7 @@ void once_for_all_processes(const std::function<void()>& body) {
     try {
       body();
     } catch (const std::exception& e) {
-      error = e.what();
-      if (error.empty()) error = "an exception without a message";
+      error = encode_error(e);
     }
   }
   rethrow_any(error);

@@ -23,7 +23,11 @@
 // same verdict, and RapidCheck, drawing from the same seed on every rank (the
 // RC_PARAMS one, else the target's: third_party/system/rapidcheck_seed.cc),
 // shrinks alike everywhere. An exception on one rank is
-// rethrown on every rank.
+// rethrown on every rank: a CollectiveMismatch as one (holding every rank's
+// error), anything else as std::runtime_error. In debug mode
+// (DIST_ENGINE_DEBUG=DETAIL) a rank that returns from its body while another
+// still calls collectives is a CollectiveMismatch on every rank that names
+// the rank that returned, as in the simulator.
 namespace harness {
 
 // Simulator options for tests: seed from SIM_SEED (default 1), a timeout of
