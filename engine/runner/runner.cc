@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iomanip>
+#include <limits>
 #include <regex>
 #include <sstream>
 #include <utility>
@@ -61,6 +62,29 @@ std::map<std::string, double> broadcast_metrics(std::map<std::string, double> me
   return out;
 }
 
+// ConfigError for a count outside its range. A batch stays within 32 bits,
+// so that a batch times the world size, the positions an iteration takes,
+// cannot overflow.
+void check_counts(const RunnerOptions& options) {
+  constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+  const struct {
+    const char* key;
+    int64_t value, least, most;
+  } counts[] = {{"max_iters", options.max_iters, 0, kUnbounded},
+                {"batch_size", options.batch_size, 1, std::numeric_limits<int32_t>::max()},
+                {"val_interval", options.val_interval, 0, kUnbounded},
+                {"checkpoint_interval", options.checkpoint_interval, 0, kUnbounded},
+                {"snapshot_interval", options.snapshot_interval, 0, kUnbounded},
+                {"log_interval", options.log_interval, 0, kUnbounded}};
+  for (const auto& count : counts) {
+    if (count.value >= count.least && count.value <= count.most) continue;
+    throw registry::ConfigError(dist::on_rank(
+        dist::get_rank(), std::string("train.") + count.key + " is " + std::to_string(count.value) +
+                              "; it must be from " + std::to_string(count.least) + " to " +
+                              std::to_string(count.most)));
+  }
+}
+
 }  // namespace
 
 Runner::Runner(std::shared_ptr<strategy::BaseStrategy> strategy,
@@ -72,14 +96,9 @@ Runner::Runner(std::shared_ptr<strategy::BaseStrategy> strategy,
       val_data_(std::move(val_data)),
       metric_(std::move(metric)),
       options_(std::move(options)) {
+  check_counts(options_);
   parts_ = &strategy_->prepare(std::move(model), optim_wrapper, param_scheduler);
   progress_ = std::make_unique<Progress>(options_.max_iters, options_.log_interval, options_.quiet);
-  if (options_.snapshot_interval < 0) {
-    throw registry::ConfigError(
-        dist::on_rank(dist::get_rank(), "train.snapshot_interval is " +
-                                            std::to_string(options_.snapshot_interval) +
-                                            "; it must be 0 (no snapshots) or more"));
-  }
   if (options_.snapshot_interval > 0) {
     const auto folder =
         options_.snapshot_dir ? options_.snapshot_dir : snapshot::folder_from_environment();

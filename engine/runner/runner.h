@@ -92,6 +92,9 @@ struct RunResult {
 
 class Runner {
  public:
+  // ConfigError ("train.<key> is ...") for a count of `options` out of
+  // range: max_iters and the intervals negative, batch_size below 1 or
+  // beyond 32 bits.
   Runner(std::shared_ptr<strategy::BaseStrategy> strategy, std::shared_ptr<model::BaseModel> model,
          registry::Json optim_wrapper, std::optional<registry::Json> param_scheduler,
          std::shared_ptr<Dataset> train_data, std::shared_ptr<Dataset> val_data, Metric metric,

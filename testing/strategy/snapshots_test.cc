@@ -10,8 +10,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/checkpoint/file.h"
 #include "engine/io/file_system.h"
@@ -89,22 +93,27 @@ TEST(SnapshotsTest, AMarkerThatCannotBeTrustedIsATypedError) {
       << error_of();
 }
 
+// The ConfigError a Runner built with `options` throws; "no error" if none.
+std::string runner_error_of(const engine::runner::RunnerOptions& options) {
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
+  try {
+    engine::runner::Runner(
+        engine::strategy::strategies().build({{"type", "SingleDeviceStrategy"}}),
+        std::make_shared<examples::Classifier>(examples::ClassifierOptions{3, 5, 2}, rng),
+        {{"optimizer", {{"type", "SGD"}, {"lr", 0.1}}}}, std::nullopt, nullptr, nullptr, nullptr,
+        options);
+  } catch (const engine::registry::ConfigError& error) {
+    return std::string(error.what());
+  }
+  return std::string("no error");
+}
+
 TEST(SnapshotsTest, AnIntervalNeedsAFolderAndMayNotBeNegative) {
   auto error_of = [](int64_t interval, std::optional<std::string> folder) {
     engine::runner::RunnerOptions options;
     options.snapshot_interval = interval;
     options.snapshot_dir = std::move(folder);
-    auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
-    try {
-      engine::runner::Runner(
-          engine::strategy::strategies().build({{"type", "SingleDeviceStrategy"}}),
-          std::make_shared<examples::Classifier>(examples::ClassifierOptions{3, 5, 2}, rng),
-          {{"optimizer", {{"type", "SGD"}, {"lr", 0.1}}}}, std::nullopt, nullptr, nullptr, nullptr,
-          options);
-    } catch (const engine::registry::ConfigError& error) {
-      return std::string(error.what());
-    }
-    return std::string("no error");
+    return runner_error_of(options);
   };
   ASSERT_EQ(std::getenv("DIST_ENGINE_SNAPSHOT_DIR"), nullptr);
   EXPECT_NE(error_of(2, std::nullopt)
@@ -115,6 +124,32 @@ TEST(SnapshotsTest, AnIntervalNeedsAFolderAndMayNotBeNegative) {
   EXPECT_NE(error_of(-1, fresh_folder("negative")).find("train.snapshot_interval is -1"),
             std::string::npos);
   EXPECT_EQ(error_of(2, fresh_folder("given")), "no error");
+}
+
+// A batch of 0 divided an epoch's length by zero; one of 2^63 - 1
+// overflowed the positions an iteration takes.
+TEST(RunnerOptionsTest, CountsOutOfRangeAreConfigErrorsNamingTheKey) {
+  using Options = engine::runner::RunnerOptions;
+  const std::vector<std::pair<std::function<void(Options&)>, std::string>> cases = {
+      {[](Options& o) { o.batch_size = 0; },
+       "train.batch_size is 0; it must be from 1 to 2147483647"},
+      {[](Options& o) { o.batch_size = std::numeric_limits<int64_t>::max(); },
+       "train.batch_size is 9223372036854775807"},
+      {[](Options& o) { o.max_iters = -1; }, "train.max_iters is -1; it must be from 0 to"},
+      {[](Options& o) { o.val_interval = -1; }, "train.val_interval is -1"},
+      {[](Options& o) { o.checkpoint_interval = -2; }, "train.checkpoint_interval is -2"},
+      {[](Options& o) { o.log_interval = std::numeric_limits<int64_t>::min(); },
+       "train.log_interval is -9223372036854775808"}};
+  for (const auto& [change, expected] : cases) {
+    Options options;
+    change(options);
+    const std::string error = runner_error_of(options);
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
+  }
+  Options edges;
+  edges.batch_size = std::numeric_limits<int32_t>::max();
+  edges.max_iters = 0;
+  EXPECT_EQ(runner_error_of(edges), "no error");
 }
 
 }  // namespace
