@@ -198,10 +198,11 @@ fs::path call_folder(const std::optional<std::string>& tmpdir) {
       folder = pattern;
     });
   }
-  const std::string failures = failures_of_ranks(failure, "create the call's folder");
-  if (!failures.empty()) collect_failed(failures);
-  std::vector<c10::IValue> shared = {folder};
+  // Only rank 0 acts, so one broadcast carries its folder or its failure.
+  std::vector<c10::IValue> shared = {folder, failure};
   broadcast_object_list(shared, 0);
+  const std::string& failed = shared[1].toStringRef();
+  if (!failed.empty()) collect_failed("rank 0 could not create the call's folder: " + failed);
   return shared[0].toStringRef();
 }
 
