@@ -210,11 +210,17 @@ Json configs_of(const HostileSeed& seed) {
           {"param_scheduler", seed.param_scheduler}};
 }
 
-const nets::NetSpec kNet = {
-    /*inputs=*/4,   /*image=*/0,         /*trunk=*/{5},
-    /*heads=*/1,
-    /*outputs=*/2,  /*batch_norm=*/true, /*odd_parameters=*/false,
-    /*nested=*/true};
+// A trunk inside a child "body" (activation checkpointing's target), with
+// a BatchNorm (SyncBN's).
+nets::NetSpec net_spec() {
+  nets::NetSpec spec;
+  spec.trunk = {5};
+  spec.batch_norm = true;
+  spec.nested = true;
+  return spec;
+}
+
+const nets::NetSpec kNet = net_spec();
 
 // How one rank's run from `configs` ended: "trained", or the engine's error
 // for a caller's mistake (InvalidArgument, ConfigError among them, or a bare
