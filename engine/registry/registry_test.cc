@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,13 +34,18 @@ const Registration<Registry<Shape, int>> kSquare(shapes(), "Square",
 const Registration<Registry<Shape, int>> kDot(shapes(), "Dot",
                                               [](ConfigReader&, int) { return Shape{"Dot"}; });
 
-std::string error_of(const Json& config, const std::string& default_type = "") {
+// The ConfigError `act` throws; "no error" if none.
+std::string config_error_of(const std::function<void()>& act) {
   try {
-    shapes().build(config, 1, default_type);
+    act();
   } catch (const ConfigError& error) {
     return error.what();
   }
   return "no error";
+}
+
+std::string error_of(const Json& config, const std::string& default_type = "") {
+  return config_error_of([&] { shapes().build(config, 1, default_type); });
 }
 
 TEST(RegistryTest, BuildsTheNamedTypeWithItsKeysAndArguments) {
@@ -89,13 +95,10 @@ TEST(RegistryTest, AWrongValueTypeNamesTheKeyAndTheExpectedType) {
 // The ConfigError `read` meets in `config`; "no error" if none.
 template <typename Read>
 std::string reader_error_of(const char* config, Read read) {
-  try {
+  return config_error_of([&] {
     ConfigReader reader(Json::parse(config), "cfg");
     read(reader);
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "no error";
+  });
 }
 
 TEST(RegistryTest, IntegersOutsideTheirTypeAreRefusedNotWrapped) {
@@ -155,12 +158,7 @@ TEST(ConfigReaderTest, IntegersMustFitAndArraysMustHoldIntegers) {
 }
 
 std::string parse_error_of(const std::string& text) {
-  try {
-    parse_config(text, "cfg.json");
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "no error";
+  return config_error_of([&] { parse_config(text, "cfg.json"); });
 }
 
 // `levels` arrays inside the top object.
@@ -201,12 +199,7 @@ TEST(ParseConfigTest, SizeIsBoundedBeforeParsing) {
 }
 
 std::string read_error_of(const std::string& path) {
-  try {
-    read_config_file(path);
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "no error";
+  return config_error_of([&] { read_config_file(path); });
 }
 
 TEST(ParseConfigTest, FilesAreReadWhole) {
