@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include "engine/dist/describe.h"
@@ -130,7 +131,11 @@ CallRecord SimBackend::record(const char* kind, const at::Tensor& like) {
   }
   CallRecord call;
   call.kind = kind;
-  call.seq = ++seq_;
+  // Point-to-point calls count apart, as the debug mode and the flight
+  // recorder count them: the ranks outside a send/recv pair do not see it,
+  // and their next collective must still match the pair's.
+  const std::string_view name(kind);
+  call.seq = name == "send" || name == "recv" ? ++point_to_point_seq_ : ++collective_seq_;
   if (like.defined()) {
     call.dtype = like.scalar_type();
     call.shape = like.sizes().vec();

@@ -49,7 +49,8 @@ class SimBackend : public engine::dist::Backend {
   std::shared_ptr<WorldState> world_;
   std::shared_ptr<GroupState> group_;
   int rank_;
-  uint64_t seq_ = 0;
+  uint64_t collective_seq_ = 0;
+  uint64_t point_to_point_seq_ = 0;
   std::shared_ptr<std::mt19937_64> jitter_rng_;
 };
 

@@ -1,6 +1,8 @@
 // Failure paths: every one ends in bounded time with a typed error on every
 // rank, naming the ranks involved and the simulator seed. Never a hang.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
@@ -226,6 +228,18 @@ TEST(SendRecv, DifferentSizesAreAMismatchOnBothSides) {
     dist::recv(t, 0);
   });
   for (const auto& m : messages) EXPECT_TRUE(contains(m, "send/recv mismatch")) << m;
+}
+
+// Ranks 0 and 1 exchange a tensor that rank 2 takes no part in; their next
+// collective on the whole group is still the same call as rank 2's.
+TEST(SendRecv, APairsExchangeLeavesTheOthersInStepForTheNextCollective) {
+  harness::run_ranks(3, [](int rank) {
+    at::Tensor t = at::full({2}, static_cast<double>(rank + 1));
+    if (rank == 0) dist::send(t, 1);
+    if (rank == 1) dist::recv(t, 0);
+    dist::all_reduce(t);
+    EXPECT_TRUE(at::equal(t, at::full({2}, 5.0)));
+  });
 }
 
 TEST(Mismatch, ARankThatGaveUpIsOutOfStepBySequenceNumber) {
