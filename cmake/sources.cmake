@@ -176,6 +176,8 @@ set(DIST_ENGINE_SOURCES
     engine/runner/progress.h
     engine/runner/runner.cc
     engine/runner/runner.h
+    engine/snapshot/folders.cc
+    engine/snapshot/folders.h
     engine/snapshot/snapshots.cc
     engine/snapshot/snapshots.h
     engine/strategy/checkpointing.cc

@@ -279,6 +279,10 @@ std::string failures_of_ranks(const std::string& failure, const std::string& wha
   } else {
     failures.push_back(failure);
   }
+  return describe_failures(failures, what);
+}
+
+std::string describe_failures(const std::vector<std::string>& failures, const std::string& what) {
   std::string lines;
   for (size_t rank = 0; rank < failures.size(); ++rank) {
     if (failures[rank].empty()) continue;

@@ -82,4 +82,7 @@ std::string failure_of(const std::function<void()>& action);
 // (a write, a read) so that no rank goes on while another stopped.
 std::string failures_of_ranks(const std::string& failure, const std::string& what);
 
+// failures_of_ranks's lines for failures already gathered, indexed by rank.
+std::string describe_failures(const std::vector<std::string>& failures, const std::string& what);
+
 }  // namespace engine::dist

@@ -103,11 +103,11 @@ Runner::Runner(std::shared_ptr<strategy::BaseStrategy> strategy,
     const auto folder =
         options_.snapshot_dir ? options_.snapshot_dir : snapshot::folder_from_environment();
     if (!folder) {
-      throw registry::ConfigError(dist::on_rank(
-          dist::get_rank(),
-          "train.snapshot_interval " + std::to_string(options_.snapshot_interval) +
-              " needs a folder for the snapshots: run under engine-launch on one node (it sets "
-              "DIST_ENGINE_SNAPSHOT_DIR) or give snapshot_dir"));
+      throw registry::ConfigError(
+          dist::on_rank(dist::get_rank(),
+                        "train.snapshot_interval " + std::to_string(options_.snapshot_interval) +
+                            " needs a folder for the snapshots: run under engine-launch (it sets "
+                            "DIST_ENGINE_SNAPSHOT_DIR) or give snapshot_dir"));
     }
     snapshots_.emplace(*folder, options_.snapshot_file_system ? *options_.snapshot_file_system
                                                               : io::posix_file_system());
@@ -137,7 +137,8 @@ std::optional<std::string> Runner::resume_path() const {
       latest = file.path().string();
     }
   }
-  if (const auto snapshot = snapshots_ ? snapshots_->newest() : std::nullopt;
+  const auto note = [this](const std::string& line) { progress_->note(line); };
+  if (const auto snapshot = snapshots_ ? snapshots_->newest(note) : std::nullopt;
       snapshot && snapshot->iter > latest_iter) {
     latest = snapshot->path;
   }

@@ -50,10 +50,10 @@ struct RunnerOptions {
   // 0: none. A job restarted with resume_from "auto" then loses fewer
   // iterations than this.
   int64_t snapshot_interval = 0;
-  // Where the snapshots go: a folder every rank shares that outlives the
-  // ranks' processes. Absent: DIST_ENGINE_SNAPSHOT_DIR, which engine-launch
-  // sets for a job on one node; without either, a snapshot_interval is a
-  // ConfigError.
+  // Where the snapshots go: a folder that outlives the ranks' processes,
+  // one for the ranks of each node (or one for all). Absent:
+  // DIST_ENGINE_SNAPSHOT_DIR, which engine-launch sets on every node;
+  // without either, a snapshot_interval is a ConfigError.
   std::optional<std::string> snapshot_dir;
   // Where snapshot commit markers are written (tests crash it); null: the
   // process's file system.

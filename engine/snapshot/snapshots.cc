@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "engine/checkpoint/all_ranks.h"
 #include "engine/checkpoint/file.h"
@@ -18,10 +18,53 @@ namespace fs = std::filesystem;
 constexpr const char* kMarker = "COMMITTED";
 constexpr const char* kMagic = "dist-engine snapshot";
 
-[[noreturn]] void refuse(const std::string& marker, const std::string& what) {
-  throw checkpoint::CheckpointError(dist::on_rank(
-      dist::get_rank(), "snapshot marker " + marker + " " + what +
-                            "; remove its folder to resume from the newest checkpoint instead"));
+std::string entry_name(int64_t iter) { return "snapshot_iter_" + std::to_string(iter) + ".pth"; }
+
+// A marker's content: the magic line, the iteration, then one line per file
+// of the snapshot, "<size> <path relative to the folder>".
+std::string marker_content(int64_t iter, const Files& manifest) {
+  std::string out = std::string(kMagic) + "\n" + std::to_string(iter) + "\n";
+  for (const auto& [file, size] : manifest) out += std::to_string(size) + " " + file + "\n";
+  return out;
+}
+
+// Files of `files` whose path is `name` or under it.
+Files under(const Files& files, const std::string& name) {
+  Files out;
+  for (const auto& [file, size] : files) {
+    if (file == name || file.rfind(name + "/", 0) == 0) out.emplace(file, size);
+  }
+  return out;
+}
+
+struct Committed {
+  int64_t iter = -1;
+  Files manifest;
+};
+
+// `where` names the marker in the error.
+Committed parse_marker(const std::string& content, const std::string& where) {
+  std::istringstream in(content);
+  std::string magic;
+  Committed out;
+  std::getline(in, magic);
+  in >> out.iter;
+  int64_t size = -1;
+  std::string file;
+  while (in >> size && in.get() == ' ' && std::getline(in, file)) out.manifest[file] = size;
+  if (!in.eof() || magic != kMagic || out.iter < 0 || out.manifest.empty() ||
+      under(out.manifest, entry_name(out.iter)).size() != out.manifest.size()) {
+    throw checkpoint::CheckpointError(dist::on_rank(
+        dist::get_rank(), "snapshot marker " + where +
+                              " is not a snapshot marker; remove its folder to resume from the "
+                              "newest checkpoint instead"));
+  }
+  return out;
+}
+
+// `step` where `runs`; then checkpoint::throw_if_any_rank_failed.
+void on_all_where(bool runs, const std::function<void()>& step, const std::string& what) {
+  checkpoint::throw_if_any_rank_failed(runs ? dist::failure_of(step) : "", what);
 }
 
 }  // namespace
@@ -30,40 +73,81 @@ Snapshots::Snapshots(std::string folder, io::FileSystem& fs)
     : folder_(std::move(folder)), fs_(fs) {}
 
 std::string Snapshots::entry(int64_t iter) const {
-  return (fs::path(folder_) / ("snapshot_iter_" + std::to_string(iter) + ".pth")).string();
+  return (fs::path(folder_) / entry_name(iter)).string();
 }
 
-std::optional<Snapshot> Snapshots::newest() const {
-  const std::string marker = (fs::path(folder_) / kMarker).string();
-  std::error_code error;
-  if (!fs::exists(marker, error)) return std::nullopt;
-  std::ifstream in(marker);
-  std::string magic;
-  int64_t iter = -1;
-  std::getline(in, magic);
-  in >> iter;
-  if (!in || magic != kMagic || iter < 0) refuse(marker, "is not a snapshot marker");
-  Snapshot out{iter, entry(iter)};
-  if (!fs::exists(out.path, error)) refuse(marker, "names " + out.path + ", which is gone");
-  return out;
+std::optional<Snapshot> Snapshots::newest(
+    const std::function<void(const std::string&)>& note) const {
+  const FolderView view = survey(folder_, kMarker);
+  leads_ = view.leads(dist::get_rank());
+  Committed newest;
+  for (int k = 0; k < view.size(); ++k) {
+    if (view.markers[k].empty()) continue;
+    const std::string where = k == view.mine
+                                  ? (fs::path(folder_) / kMarker).string()
+                                  : "in the folder of rank " + std::to_string(view.leaders[k]);
+    Committed committed = parse_marker(view.markers[k], where);
+    if (committed.iter > newest.iter) newest = std::move(committed);
+  }
+  if (newest.iter < 0) return std::nullopt;
+  std::vector<Copy> copies;
+  std::string lost;
+  for (const auto& [file, size] : newest.manifest) {
+    std::vector<int> lacking;
+    int holder = -1;
+    for (int k = 0; k < view.size(); ++k) {
+      const auto held = view.files[k].find(file);
+      const bool holds = held != view.files[k].end() && held->second == size;
+      if (holds && holder < 0) holder = k;
+      if (!holds) lacking.push_back(k);
+    }
+    if (holder < 0) lost += (lost.empty() ? "" : ", ") + file;
+    for (const int k : lacking) copies.push_back({file, size, holder, k});
+  }
+  if (!lost.empty()) {
+    note("passing over the snapshot of iteration " + std::to_string(newest.iter) +
+         ": no node's folder holds " + lost + " (the nodes that held them were lost)");
+    return std::nullopt;
+  }
+  copy_between(view, folder_, copies);
+  return Snapshot{newest.iter, entry(newest.iter)};
 }
 
 void Snapshots::take(strategy::BaseStrategy& strategy, const strategy::TrainProgress& progress) {
   const std::string path = entry(progress.iter);
+  const std::string iteration = " of iteration " + std::to_string(progress.iter);
   // A snapshot of this iteration that a killed attempt wrote and never
   // committed goes first, so that no file of it mixes with the new one.
-  checkpoint::on_first_rank_for_all([&] { io::remove_all(path); },
-                                    "clear the uncommitted snapshot " + path);
+  const int me = dist::get_rank();
+  if (!leads_) leads_ = survey(folder_, kMarker).leads(me);
+  on_all_where(
+      *leads_, [&] { io::remove_all(path); }, "clear the uncommitted snapshot " + path);
   strategy.save_checkpoint(path, progress);
-  checkpoint::on_first_rank_for_all(
-      [&] { commit(progress.iter); },
-      "commit the snapshot of iteration " + std::to_string(progress.iter));
+  const FolderView view = survey(folder_, kMarker);
+  Files manifest;
+  std::vector<Copy> copies;
+  for (int k = 0; k < view.size(); ++k) {
+    const int next = (k + 1) % view.size();
+    for (const auto& [file, size] : under(view.files[k], entry_name(progress.iter))) {
+      manifest.emplace(file, size);
+      if (next != k && !view.files[next].count(file)) copies.push_back({file, size, k, next});
+    }
+  }
+  copy_between(view, folder_, copies);
+  // The first folder commits alone, so that a failure there leaves no
+  // folder committed.
+  const auto commit_here = [&] { commit(progress.iter, manifest); };
+  on_all_where(view.leads(me) && view.mine == 0, commit_here, "commit the snapshot" + iteration);
+  if (view.size() > 1) {
+    on_all_where(view.leads(me) && view.mine != 0, commit_here,
+                 "commit the snapshot" + iteration + " on the other nodes");
+  }
 }
 
-void Snapshots::commit(int64_t iter) {
-  const std::string content = std::string(kMagic) + "\n" + std::to_string(iter) + "\n";
-  io::write_atomically((fs::path(folder_) / kMarker).string(), {content}, fs_);
-  const fs::path kept = fs::path(entry(iter)).filename();
+void Snapshots::commit(int64_t iter, const Files& manifest) {
+  io::write_atomically((fs::path(folder_) / kMarker).string(), {marker_content(iter, manifest)},
+                       fs_);
+  const fs::path kept = entry_name(iter);
   for (const auto& item : fs::directory_iterator(folder_)) {
     const fs::path name = item.path().filename();
     if (name != kMarker && name != kept) io::remove_all(item.path());

@@ -1,29 +1,40 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "engine/io/file_system.h"
+#include "engine/snapshot/folders.h"
 #include "engine/strategy/strategy.h"
 
 // The newest training state of a job, taken every few iterations into a
 // folder in memory that outlives the ranks' processes, so that a restarted
 // job loses at most those few iterations instead of everything since its
-// last checkpoint. engine-launch owns such a folder for each job on one node
-// (DIST_ENGINE_SNAPSHOT_DIR, in /dev/shm): it is kept across restarts and
-// removed when the job ends.
+// last checkpoint. engine-launch owns such a folder for each job on each
+// node (DIST_ENGINE_SNAPSHOT_DIR, in /dev/shm): it is kept across restarts
+// and removed when the job ends.
 //
-// The folder holds
+// A folder holds
 //   snapshot_iter_<N>.pth  the strategy's checkpoint after N iterations (a
 //                          file, or a sharded checkpoint's folder), every
 //                          file of it carrying its CRC-32
 //                          (checkpoint/file.h), checked when it is read
-//   COMMITTED              the iteration of the newest whole one, written
+//   COMMITTED              the iteration of the newest whole one and the
+//                          list of its files with their sizes, written
 //                          atomically once every rank's part is written
 // A snapshot is written beside the committed one, which stays until the new
 // one is committed: at most two exist, and a job killed in the middle of a
 // snapshot keeps the previous one whole.
+//
+// Over several nodes each node has its own folder (folders.h says which
+// ranks share one). Every file a node's ranks write is also copied to the
+// next node's folder (the last node's to the first's) before any node
+// commits, so that the nodes left after losing any one hold the whole
+// snapshot between them; on resume, every folder first receives the files
+// of it that it lacks. The first node commits first, then the others: a
+// snapshot is committed once any folder's marker names it.
 namespace engine::snapshot {
 
 struct Snapshot {
@@ -36,24 +47,33 @@ class Snapshots {
   // `fs`: where the commit marker is written (tests crash it there).
   explicit Snapshots(std::string folder, io::FileSystem& fs = io::posix_file_system());
 
-  // The committed snapshot, if any. No collectives. A CheckpointError
-  // naming the marker when it cannot be read or names a snapshot that is
-  // gone.
-  std::optional<Snapshot> newest() const;
+  // Collective: the newest snapshot committed in any folder, after the
+  // files of it that a folder lacks were copied there; std::nullopt when
+  // there is none, or when no folder holds one of its files (the nodes that
+  // held them were lost; `note` is told which, and the run resumes from its
+  // checkpoints instead). A CheckpointError on every rank, naming the
+  // marker, when a marker cannot be read.
+  std::optional<Snapshot> newest(const std::function<void(const std::string&)>& note =
+                                     [](const std::string&) {}) const;
 
   // Collective: writes the training state after progress.iter iterations
   // with `strategy`'s save_checkpoint (over an uncommitted snapshot of the
-  // same iteration, if any), then rank 0 commits it and removes the older
-  // snapshots. Every rank throws the same CheckpointError if a
-  // step failed; the committed snapshot is then still the previous one.
+  // same iteration, if any), copies each node's files to the next node,
+  // then each folder's first rank commits it there and removes the older
+  // snapshots. Every rank throws the same CheckpointError if a step failed;
+  // if it failed before the first folder's commit, the committed snapshot is
+  // still the previous one.
   void take(strategy::BaseStrategy& strategy, const strategy::TrainProgress& progress);
 
  private:
   std::string entry(int64_t iter) const;
-  void commit(int64_t iter);
+  void commit(int64_t iter, const Files& manifest);
 
   std::string folder_;
   io::FileSystem& fs_;
+  // Whether this rank writes its folder for the ranks that share it,
+  // learnt from the first survey (folders.h): it does not change in a job.
+  mutable std::optional<bool> leads_;
 };
 
 // DIST_ENGINE_SNAPSHOT_DIR when set and not empty.

@@ -7,22 +7,33 @@
 # without host2 after the last call (3 s). Host1 alone, at world size 1,
 # resumes from the newest checkpoint and finishes the run, and still learns.
 # Host2's launcher, cut off from the job's store, is stopped at the end.
-#   lose_host_test.sh TRAIN CONFIG ENGINE_LAUNCH
+# With SNAPSHOT_INTERVAL set, the ranks also take a snapshot that often, and
+# host1 resumes from the newest one instead: under FULL_SHARD (SHARDING set)
+# the shard host2 wrote comes from the copy host1's folder holds.
+#   [SNAPSHOT_INTERVAL=N] [SHARDING=FULL_SHARD] lose_host_test.sh TRAIN CONFIG ENGINE_LAUNCH
 set -euo pipefail
 source "$(dirname "$0")/emulated_hosts.sh"
 source "$TEST_SRCDIR/$TEST_WORKSPACE/examples/test_lib.sh"
 train=$1 config=$2 launcher=$3
 work="${TEST_TMPDIR:-$(mktemp -d)}/lose_host"
 rm -rf "$work" && mkdir -p "$work"
-config=$(with_strategy "$config" '{"type": "DDPStrategy", "sync_bn": "torch", "seed": 2026,
-  "model_wrapper": {"type": "MMDistributedDataParallel"}, "timeout_s": 10}' "$work")
+strategy='{"type": "DDPStrategy", "sync_bn": "torch", "seed": 2026,
+  "model_wrapper": {"type": "MMDistributedDataParallel"}, "timeout_s": 10}'
+[[ -z ${SHARDING:-} ]] || strategy='{"type": "FSDPStrategy", "sync_bn": "torch", "seed": 2026,
+  "model_wrapper": {"sharding_strategy": "'$SHARDING'"}, "timeout_s": 10}'
+config=$(with_strategy "$config" "$strategy" "$work")
+saving=() resumed_from="$work/run/iter_[0-9]*.pth"
+if [[ -n ${SNAPSHOT_INTERVAL:-} ]]; then
+  saving=(--snapshot-interval "$SNAPSHOT_INTERVAL")
+  resumed_from=".*/engine-launch-[A-Za-z0-9]*/snapshot_iter_[0-9]*.pth"
+fi
 hosts_up 2
 for host in 1 2; do
   start_logged "host$host" on_host "$host" timeout -k 10 120 "$launcher" \
     --nnodes 1:2 --node-rank $((host - 1)) --nproc-per-node 1 --max-restarts 1 --last-call 3 \
     --join-timeout 20 --master-addr "$(host_address 1)" --master-port 29500 \
     "$train" --config "$config" --launcher pytorch --backend gloo --iters 4000 \
-    --checkpoint-interval 200 --resume auto --work-dir "$work/run"
+    --checkpoint-interval 200 "${saving[@]}" --resume auto --work-dir "$work/run"
 done
 await_file "$work/run/iter_200.pth" 60 || { await_logged || true; echo "FAIL: no iter_200.pth"; exit 1; }
 link_down 2
@@ -38,7 +49,7 @@ cat "$EMULATED_HOSTS_DIR/log.host2"
 expect "engine-launch: rank 0 failed with status" "$host1"
 expect "restarting every rank (restart 1 of 1)" "$host1"
 expect "attempt 1 runs on 1 of 2 nodes (world size 1)" "$host1"
-expect "resumed from $work/run/iter_[0-9]*.pth at iteration [0-9]*" "$host1"
+expect "resumed from $resumed_from at iteration [0-9]*" "$host1"
 expect "parameters and buffers identical on all 1 ranks" "$host1"
 accuracy=$(grep -o 'final val accuracy [0-9.]*' <<<"$host1" | grep -o '[0-9.]*$')
 python3 -c "import sys; sys.exit(0 if float('$accuracy') >= 0.8 else 1)" ||

@@ -9,6 +9,8 @@
 #include <ATen/ops/tensor.h>
 
 #include <cmath>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "engine/checkpoint/state_dict.h"
@@ -96,6 +98,10 @@ rc::Gen<Case> resume_case(int world_size, const std::string& strategy) {
   });
 }
 
+std::string folder(const std::string& dir, int node) {
+  return (std::filesystem::path(dir) / ("node_" + std::to_string(node))).string();
+}
+
 Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t> crash_at,
               const std::string& dir, std::optional<std::string> resume_from,
               const Snapshotting& snapshots) {
@@ -139,7 +145,10 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
   options.work_dir = dir;
   CrashingCommits commits(snapshots.crash_at_commit);
   options.snapshot_interval = snapshots.interval;
-  if (snapshots.interval > 0) options.snapshot_dir = snapshots.dir;
+  if (snapshots.interval > 0) {
+    const int rank = engine::dist::get_rank();
+    options.snapshot_dir = folder(snapshots.dir, rank * snapshots.nodes / c.world_size);
+  }
   options.snapshot_file_system = &commits;
   options.resume_from = std::move(resume_from);
   options.quiet = true;

@@ -79,11 +79,15 @@ struct Killed : std::runtime_error {
 
 // In-memory snapshots (RunnerOptions::snapshot_interval) into `dir`, the
 // commit of the `crash_at_commit`-th (1-based) throwing Killed on rank 0.
+// The ranks are `nodes` nodes of consecutive ranks (as even as they divide),
+// each with its own folder, folder(dir, node).
 struct Snapshotting {
   int64_t interval = 0;
   std::string dir;
   std::optional<int64_t> crash_at_commit;
+  int nodes = 1;
 };
+std::string folder(const std::string& dir, int node);
 
 // One rank's run to c.max_iters, from `resume_from` if given ("auto": the
 // newest checkpoint in `dir` or snapshot), checkpointing every

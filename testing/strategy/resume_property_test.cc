@@ -83,7 +83,8 @@ std::vector<Crash> crash_plan(const Saving& saving) {
 // an accumulation group, twice between two checkpoints, while a snapshot is
 // committed), each attempt resuming from the newest checkpoint or committed
 // snapshot ("auto"), a run ends bit-identical to one that never stopped, and
-// its last attempt starts from the newest state saved.
+// its last attempt starts from the newest state saved, also when a node's
+// snapshot folder was lost.
 HARNESS_PROP(ResumeProperty, ARunCrashedAndResumedAnyNumberOfTimesEndsBitIdentical, ()) {
   const std::string strategy =
       *rc::gen::element<std::string>("DDPStrategy", "FSDPStrategy", "ZeroStrategy");
@@ -93,12 +94,16 @@ HARNESS_PROP(ResumeProperty, ARunCrashedAndResumedAnyNumberOfTimesEndsBitIdentic
   const Saving saving{*rc::gen::inRange<int64_t>(0, 5), *rc::gen::inRange<int64_t>(0, 4),
                       c.max_iters};
   const std::vector<Crash> plan = crash_plan(saving);
-  RC_TAG(c.strategy, c.zero_stage, c.world_size, plan.size(), saving.snapshot > 0,
-         c.comm_hook.is_null() ? "no hook" : "PowerSGD", c.loss_scale.is_null() ? "fp32" : "amp",
-         c.zero_redundancy ? "zero-1" : "");
   const auto straight_dir = work_dir("straight");
   const auto stopped_dir = work_dir("stopped");
-  const resume_cases::Snapshotting snapshots{saving.snapshot, work_dir("snapshots")};
+  // Snapshots over 1 to world_size nodes, each with its own folder; after a
+  // crash, with several, one node may come back without its folder's
+  // content (a node replaced): the others hold a copy of all it held.
+  const resume_cases::Snapshotting snapshots{saving.snapshot, work_dir("snapshots"), std::nullopt,
+                                             *rc::gen::inRange(1, c.world_size + 1)};
+  RC_TAG(c.strategy, c.zero_stage, c.world_size, plan.size(), saving.snapshot > 0, snapshots.nodes,
+         c.comm_hook.is_null() ? "no hook" : "PowerSGD", c.loss_scale.is_null() ? "fp32" : "amp",
+         c.zero_redundancy ? "zero-1" : "");
   const auto straight = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
     return resume_cases::train(c, 0, std::nullopt, straight_dir, std::nullopt);
   });
@@ -123,6 +128,11 @@ HARNESS_PROP(ResumeProperty, ARunCrashedAndResumedAnyNumberOfTimesEndsBitIdentic
       RC_ASSERT(std::string(error.what()).find(resume_cases::kKilled) != std::string::npos);
     }
     resumed_at = crash.in_commit ? saving.newest(crash.done - 1) : saving.newest(crash.done);
+    if (snapshots.nodes > 1 && *rc::gen::arbitrary<bool>()) {
+      const int lost = *rc::gen::inRange(0, snapshots.nodes);
+      harness::once_for_all_processes(
+          [&] { engine::io::remove_all(resume_cases::folder(snapshots.dir, lost)); });
+    }
   }
   const auto resumed = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
     return resume_cases::train(c, saving.checkpoint, std::nullopt, stopped_dir, std::string("auto"),

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -42,9 +43,10 @@ std::set<std::string> names_in(const std::string& folder) {
   return out;
 }
 
-std::shared_ptr<engine::strategy::BaseStrategy> prepared_strategy() {
+std::shared_ptr<engine::strategy::BaseStrategy> prepared_strategy(
+    const std::string& type = "DDPStrategy") {
   auto strategy = engine::strategy::strategies().build(
-      {{"type", "DDPStrategy"}, {"seed", 3}, {"seed_process_generator", false}});
+      {{"type", type}, {"seed", 3}, {"seed_process_generator", false}});
   auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
   strategy->prepare(
       std::make_shared<examples::Classifier>(examples::ClassifierOptions{3, 5, 2}, rng),
@@ -73,24 +75,128 @@ TEST(SnapshotsTest, OnlyTheCommittedSnapshotStaysAndAnotherResumesFromIt) {
 TEST(SnapshotsTest, AMarkerThatCannotBeTrustedIsATypedError) {
   const std::string folder = fresh_folder("marker");
   const engine::snapshot::Snapshots snapshots(folder);
+  std::string noted;
   auto error_of = [&] {
     try {
-      snapshots.newest();
+      EXPECT_FALSE(snapshots.newest([&](const std::string& line) { noted = line; }).has_value());
     } catch (const engine::checkpoint::CheckpointError& error) {
       return std::string(error.what());
     }
     return std::string("no error");
   };
-  std::ofstream(folder + "/COMMITTED") << "dist-engine snapshot\n7\n";
-  EXPECT_NE(error_of().find("names " + folder +
-                            "/snapshot_iter_7.pth, which is gone; remove its "
-                            "folder to resume from the newest checkpoint instead"),
-            std::string::npos)
-      << error_of();
-  std::ofstream(folder + "/COMMITTED") << "not a marker\n";
-  EXPECT_NE(error_of().find("snapshot marker " + folder + "/COMMITTED is not a snapshot marker"),
-            std::string::npos)
-      << error_of();
+  std::ofstream(folder + "/COMMITTED") << "dist-engine snapshot\n7\n12 snapshot_iter_7.pth\n";
+  EXPECT_EQ(error_of(), "no error");
+  EXPECT_EQ(noted,
+            "passing over the snapshot of iteration 7: no node's folder holds "
+            "snapshot_iter_7.pth (the nodes that held them were lost)");
+  for (const std::string marker :
+       {"not a marker\n", "dist-engine snapshot\n7\n", "dist-engine snapshot\n7\n12 iter_7.pth\n",
+        "dist-engine snapshot\n7\n12snapshot_iter_7.pth\n"}) {
+    std::ofstream(folder + "/COMMITTED") << marker;
+    EXPECT_NE(error_of().find("snapshot marker " + folder +
+                              "/COMMITTED is not a snapshot marker; remove its folder"),
+              std::string::npos)
+        << marker << ": " << error_of();
+  }
+}
+
+// The files under `folder`, relative to it.
+std::set<std::string> files_under(const std::string& folder) {
+  std::set<std::string> out;
+  for (const auto& item : fs::recursive_directory_iterator(folder)) {
+    if (item.is_regular_file()) out.insert(fs::relative(item.path(), folder).string());
+  }
+  return out;
+}
+
+// Snapshots after iterations 4 and 6 by `nodes` nodes of two ranks each,
+// node k's ranks in the k-th of the folders returned.
+std::vector<std::string> snapshot_over_nodes(const std::string& name, const std::string& type,
+                                             int nodes) {
+  std::vector<std::string> folders;
+  for (int k = 0; k < nodes; ++k) {
+    folders.push_back(fresh_folder(name + "/node_" + std::to_string(k)));
+  }
+  harness::run_ranks(2 * nodes, [&](int rank) {
+    engine::snapshot::Snapshots snapshots(folders[rank / 2]);
+    auto strategy = prepared_strategy(type);
+    snapshots.take(*strategy, {4, 1, 12});
+    snapshots.take(*strategy, {6, 1, 20});
+  });
+  return folders;
+}
+
+// Where each node's ranks write their part of a snapshot: under DDP, rank 0
+// the one file; under FSDP, each rank its own file (and rank 0 the index).
+TEST(SnapshotsTest, EachNodesFilesAreAlsoInTheNextNodesFolder) {
+  const auto ddp = snapshot_over_nodes("ring_ddp", "DDPStrategy", 3);
+  EXPECT_EQ(files_under(ddp[0]), (std::set<std::string>{"COMMITTED", "snapshot_iter_6.pth"}));
+  EXPECT_EQ(files_under(ddp[1]), files_under(ddp[0]));
+  EXPECT_EQ(files_under(ddp[2]), (std::set<std::string>{"COMMITTED"}));
+  const auto fsdp = snapshot_over_nodes("ring_fsdp", "FSDPStrategy", 3);
+  const auto rank_file = [](int rank) {
+    return "snapshot_iter_6.pth/rank_0000" + std::to_string(rank) + ".ckpt";
+  };
+  for (int node = 0; node < 3; ++node) {
+    const auto held = files_under(fsdp[node]);
+    const int before = (node + 2) % 3;
+    std::set<std::string> expected{"COMMITTED"};
+    for (const int writer : {node, before}) {
+      expected.insert({rank_file(2 * writer), rank_file(2 * writer + 1)});
+      if (writer == 0) {
+        expected.insert({"snapshot_iter_6.pth/index.ckpt", "snapshot_iter_6.pth/COMPLETE"});
+      }
+    }
+    EXPECT_EQ(held, expected) << "node " << node;
+  }
+}
+
+// Resumes on 3 nodes of two ranks from `folders`; what the ranks were told
+// (rank 0's), and the iteration resumed (-1: none).
+std::pair<int64_t, std::string> resume_over_nodes(const std::vector<std::string>& folders,
+                                                  const std::string& type) {
+  std::vector<int64_t> resumed(6, -2);
+  std::string noted;
+  harness::run_ranks(6, [&](int rank) {
+    const engine::snapshot::Snapshots snapshots(folders[rank / 2]);
+    const auto newest = snapshots.newest([&](const std::string& line) {
+      if (rank == 0) noted = line;
+    });
+    resumed[rank] = newest ? prepared_strategy(type)->resume(newest->path).progress.iter : -1;
+  });
+  for (const int64_t iter : resumed) EXPECT_EQ(iter, resumed[0]);
+  return {resumed[0], noted};
+}
+
+TEST(SnapshotsTest, ANodeLostIsRestoredFromTheNextAndTwoAdjacentOnesArePassedOver) {
+  for (const std::string type : {"DDPStrategy", "FSDPStrategy"}) {
+    auto folders = snapshot_over_nodes("lost_one_" + type, type, 3);
+    std::set<std::string> whole = files_under(folders[0]);
+    whole.erase("COMMITTED");  // the files come back; the next snapshot commits there
+    engine::io::remove_all(folders[1]);
+    EXPECT_EQ(resume_over_nodes(folders, type), std::make_pair(int64_t{6}, std::string()));
+    for (const auto& folder : folders) {
+      EXPECT_TRUE(std::includes(files_under(folder).begin(), files_under(folder).end(),
+                                whole.begin(), whole.end()))
+          << type << " " << folder;
+    }
+  }
+  // DDP's one file is on nodes 0 and 1; FSDP's rank 2 and 3 on 1 and 2.
+  for (const auto& [type, lost] :
+       std::vector<std::pair<std::string, std::string>>{{"DDPStrategy", "snapshot_iter_6.pth"},
+                                                        {"FSDPStrategy",
+                                                         "snapshot_iter_6.pth/rank_00002.ckpt, "
+                                                         "snapshot_iter_6.pth/rank_00003.ckpt"}}) {
+    auto folders = snapshot_over_nodes("lost_two_" + type, type, 3);
+    const int first_lost = type == "DDPStrategy" ? 0 : 1;
+    engine::io::remove_all(folders[first_lost]);
+    engine::io::remove_all(folders[first_lost + 1]);
+    EXPECT_EQ(resume_over_nodes(folders, type),
+              std::make_pair(int64_t{-1},
+                             "passing over the snapshot of iteration 6: no node's "
+                             "folder holds " +
+                                 lost + " (the nodes that held them were lost)"));
+  }
 }
 
 // The ConfigError a Runner built with `options` throws; "no error" if none.
@@ -118,8 +224,7 @@ TEST(SnapshotsTest, AnIntervalNeedsAFolderAndMayNotBeNegative) {
   ASSERT_EQ(std::getenv("DIST_ENGINE_SNAPSHOT_DIR"), nullptr);
   EXPECT_NE(error_of(2, std::nullopt)
                 .find("train.snapshot_interval 2 needs a folder for the snapshots: run under "
-                      "engine-launch on one node (it sets DIST_ENGINE_SNAPSHOT_DIR) or give "
-                      "snapshot_dir"),
+                      "engine-launch (it sets DIST_ENGINE_SNAPSHOT_DIR) or give snapshot_dir"),
             std::string::npos);
   EXPECT_NE(error_of(-1, fresh_folder("negative")).find("train.snapshot_interval is -1"),
             std::string::npos);

@@ -40,8 +40,8 @@ struct Plan {
   double stall_timeout_seconds = 0;
   // The attempt's watch folder, DIST_ENGINE_WATCH_DIR (set by the supervisor).
   std::string watch_dir;
-  // The job's snapshot folder, DIST_ENGINE_SNAPSHOT_DIR (set by the
-  // supervisor on one node).
+  // This node's snapshot folder for the job, DIST_ENGINE_SNAPSHOT_DIR (set
+  // by the supervisor).
   std::string snapshot_dir;
   // The LibTorch (MAJOR.MINOR) of the launchers, whose c10d store the ranks
   // join, as DIST_ENGINE_STORE_LIBTORCH (set by the supervisor).

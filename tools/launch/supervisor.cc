@@ -357,12 +357,9 @@ int supervise_with_restarts(Plan plan) {
   JobStore store(plan);
   plan.store_libtorch = JobStore::libtorch_version();
   WatchFolders folders;
-  // One node's ranks share its memory; snapshots across nodes are not done.
-  std::optional<TemporaryFolder> snapshots;
-  if (plan.nnodes == 1) {
-    snapshots.emplace(memory_parent(), "the snapshots");
-    plan.snapshot_dir = snapshots->path();
-  }
+  // One folder for this node's ranks; engine/snapshot copies between nodes.
+  const TemporaryFolder snapshots(memory_parent(), "the snapshots");
+  plan.snapshot_dir = snapshots.path();
   for (;; ++plan.restart_count) {
     const int attempt = plan.restart_count;
     const std::vector<int> nodes = store.join(attempt);

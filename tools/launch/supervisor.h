@@ -46,7 +46,7 @@ Outcome supervise(const Plan& plan, const Checks* checks = nullptr);
 // k see under their own prefix; a failure on any node stops and restarts
 // every node's ranks, once for all of them. The store listens before any
 // rank starts, so no rank waits out c10d's one-second retry for a store
-// that is not up yet. On one node, every attempt's ranks share one snapshot
+// that is not up yet. Every attempt's ranks on a node share one snapshot
 // folder in memory (DIST_ENGINE_SNAPSHOT_DIR, engine/snapshot/snapshots.h),
 // removed when the job ends. A job stopped by a signal to a launcher is not
 // restarted. With plan.stall_timeout_seconds, each attempt's ranks are
