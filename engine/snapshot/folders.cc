@@ -40,16 +40,6 @@ std::string identity_of(const std::string& folder) {
   return std::string(host) + ":" + std::to_string(info.st_dev) + ":" + std::to_string(info.st_ino);
 }
 
-Files files_in(const std::string& folder, const std::string& marker) {
-  Files out;
-  for (const auto& item : fs::recursive_directory_iterator(folder)) {
-    if (!item.is_regular_file()) continue;
-    const std::string relative = fs::relative(item.path(), folder).string();
-    if (relative != marker) out[relative] = static_cast<int64_t>(item.file_size());
-  }
-  return out;
-}
-
 std::string read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -88,6 +78,16 @@ struct Report {
 };
 
 }  // namespace
+
+Files files_in(const std::string& folder, const std::string& marker) {
+  Files out;
+  for (const auto& item : fs::recursive_directory_iterator(folder)) {
+    if (!item.is_regular_file()) continue;
+    const std::string relative = fs::relative(item.path(), folder).string();
+    if (relative != marker) out[relative] = static_cast<int64_t>(item.file_size());
+  }
+  return out;
+}
 
 FolderView survey(const std::string& folder, const std::string& marker) {
   Report mine;

@@ -16,6 +16,9 @@ namespace engine::snapshot {
 // size in bytes.
 using Files = std::map<std::string, int64_t>;
 
+// Every file in `folder` and below but the top-level file `marker`.
+Files files_in(const std::string& folder, const std::string& marker);
+
 struct FolderView {
   std::vector<int> leaders;          // folder -> the global rank of its leader
   std::vector<Files> files;          // folder -> every file in it but its marker

@@ -79,7 +79,7 @@ std::string Snapshots::entry(int64_t iter) const {
 std::optional<Snapshot> Snapshots::newest(
     const std::function<void(const std::string&)>& note) const {
   const FolderView view = survey(folder_, kMarker);
-  leads_ = view.leads(dist::get_rank());
+  learn_layout(view);
   Committed newest;
   for (int k = 0; k < view.size(); ++k) {
     if (view.markers[k].empty()) continue;
@@ -114,34 +114,42 @@ std::optional<Snapshot> Snapshots::newest(
 }
 
 void Snapshots::take(strategy::BaseStrategy& strategy, const strategy::TrainProgress& progress) {
+  const std::string name = entry_name(progress.iter);
   const std::string path = entry(progress.iter);
-  const std::string iteration = " of iteration " + std::to_string(progress.iter);
+  const std::string committing =
+      "commit the snapshot of iteration " + std::to_string(progress.iter);
+  if (!layout_) learn_layout(survey(folder_, kMarker));
   // A snapshot of this iteration that a killed attempt wrote and never
   // committed goes first, so that no file of it mixes with the new one.
-  const int me = dist::get_rank();
-  if (!leads_) leads_ = survey(folder_, kMarker).leads(me);
   on_all_where(
-      *leads_, [&] { io::remove_all(path); }, "clear the uncommitted snapshot " + path);
+      layout_->leads, [&] { io::remove_all(path); }, "clear the uncommitted snapshot " + path);
   strategy.save_checkpoint(path, progress);
+  if (layout_->folders == 1) {  // every file is in this folder: nothing to copy
+    on_all_where(
+        layout_->leads, [&] { commit(progress.iter, under(files_in(folder_, kMarker), name)); },
+        committing);
+    return;
+  }
   const FolderView view = survey(folder_, kMarker);
   Files manifest;
   std::vector<Copy> copies;
   for (int k = 0; k < view.size(); ++k) {
     const int next = (k + 1) % view.size();
-    for (const auto& [file, size] : under(view.files[k], entry_name(progress.iter))) {
+    for (const auto& [file, size] : under(view.files[k], name)) {
       manifest.emplace(file, size);
-      if (next != k && !view.files[next].count(file)) copies.push_back({file, size, k, next});
+      if (!view.files[next].count(file)) copies.push_back({file, size, k, next});
     }
   }
   copy_between(view, folder_, copies);
   // The first folder commits alone, so that a failure there leaves no
   // folder committed.
   const auto commit_here = [&] { commit(progress.iter, manifest); };
-  on_all_where(view.leads(me) && view.mine == 0, commit_here, "commit the snapshot" + iteration);
-  if (view.size() > 1) {
-    on_all_where(view.leads(me) && view.mine != 0, commit_here,
-                 "commit the snapshot" + iteration + " on the other nodes");
-  }
+  on_all_where(layout_->leads && view.mine == 0, commit_here, committing);
+  on_all_where(layout_->leads && view.mine != 0, commit_here, committing + " on the other nodes");
+}
+
+void Snapshots::learn_layout(const FolderView& view) const {
+  layout_ = Layout{view.leads(dist::get_rank()), view.size()};
 }
 
 void Snapshots::commit(int64_t iter, const Files& manifest) {

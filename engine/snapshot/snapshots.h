@@ -71,9 +71,14 @@ class Snapshots {
 
   std::string folder_;
   io::FileSystem& fs_;
-  // Whether this rank writes its folder for the ranks that share it,
-  // learnt from the first survey (folders.h): it does not change in a job.
-  mutable std::optional<bool> leads_;
+  // Which ranks share which folder, learnt from the first survey
+  // (folders.h): it does not change in a job.
+  struct Layout {
+    bool leads = false;  // this rank writes its folder for the ranks that share it
+    int folders = 1;
+  };
+  void learn_layout(const FolderView& view) const;
+  mutable std::optional<Layout> layout_;
 };
 
 // DIST_ENGINE_SNAPSHOT_DIR when set and not empty.

@@ -7,9 +7,10 @@
 # without host2 after the last call (3 s). Host1 alone, at world size 1,
 # resumes from the newest checkpoint and finishes the run, and still learns.
 # Host2's launcher, cut off from the job's store, is stopped at the end.
-# With SNAPSHOT_INTERVAL set, the ranks also take a snapshot that often, and
-# host1 resumes from the newest one instead: under FULL_SHARD (SHARDING set)
-# the shard host2 wrote comes from the copy host1's folder holds.
+# With SNAPSHOT_INTERVAL set, the ranks take a snapshot that often instead of
+# checkpoints, the cable is pulled once host1's folder holds a committed one,
+# and host1 resumes from the newest: under FULL_SHARD (SHARDING set) the
+# shard host2 wrote comes from the copy host1's folder holds.
 #   [SNAPSHOT_INTERVAL=N] [SHARDING=FULL_SHARD] lose_host_test.sh TRAIN CONFIG ENGINE_LAUNCH
 set -euo pipefail
 source "$(dirname "$0")/emulated_hosts.sh"
@@ -22,20 +23,33 @@ strategy='{"type": "DDPStrategy", "sync_bn": "torch", "seed": 2026,
 [[ -z ${SHARDING:-} ]] || strategy='{"type": "FSDPStrategy", "sync_bn": "torch", "seed": 2026,
   "model_wrapper": {"sharding_strategy": "'$SHARDING'"}, "timeout_s": 10}'
 config=$(with_strategy "$config" "$strategy" "$work")
-saving=() resumed_from="$work/run/iter_[0-9]*.pth"
+saving=(--checkpoint-interval 200) resumed_from="$work/run/iter_[0-9]*.pth"
 if [[ -n ${SNAPSHOT_INTERVAL:-} ]]; then
-  saving=(--snapshot-interval "$SNAPSHOT_INTERVAL")
+  saving=(--checkpoint-interval 100000 --snapshot-interval "$SNAPSHOT_INTERVAL")
   resumed_from=".*/engine-launch-[A-Za-z0-9]*/snapshot_iter_[0-9]*.pth"
 fi
+# Waits (at most 60 s) until the run saved its state once: iter_200.pth, or
+# a committed snapshot in host1's memory.
+await_saved() {
+  if [[ -z ${SNAPSHOT_INTERVAL:-} ]]; then
+    await_file "$work/run/iter_200.pth" 60
+    return
+  fi
+  local tries=1200
+  until on_host 1 sh -c 'cat /dev/shm/engine-launch-*/COMMITTED' >/dev/null 2>&1; do
+    ((tries-- > 0)) || return 1
+    sleep 0.05
+  done
+}
 hosts_up 2
 for host in 1 2; do
   start_logged "host$host" on_host "$host" timeout -k 10 120 "$launcher" \
     --nnodes 1:2 --node-rank $((host - 1)) --nproc-per-node 1 --max-restarts 1 --last-call 3 \
     --join-timeout 20 --master-addr "$(host_address 1)" --master-port 29500 \
     "$train" --config "$config" --launcher pytorch --backend gloo --iters 4000 \
-    --checkpoint-interval 200 "${saving[@]}" --resume auto --work-dir "$work/run"
+    "${saving[@]}" --resume auto --work-dir "$work/run"
 done
-await_file "$work/run/iter_200.pth" 60 || { await_logged || true; echo "FAIL: no iter_200.pth"; exit 1; }
+await_saved || { await_logged || true; echo "FAIL: the run saved nothing within 60 s"; exit 1; }
 link_down 2
 host1_status=0
 wait "${EMULATED_HOSTS_JOBS[0]#*:}" || host1_status=$?
