@@ -44,16 +44,14 @@ bazel test --config=tsan --config=unity -- //sim/... //testing/... -//testing/pr
   2>&1 | tee -a "$log"
 # The engine's unit tests and every simulator suite under AddressSanitizer
 # (with LeakSanitizer) and UndefinedBehaviorSanitizer at once; not the
-# process suites, as for TSan. The model and strategy suites draw a quarter
-# of their property cases here (RapidCheck's max_success, same seed): each
-# case runs FSDP or ZeRO end to end, and the main phase draws them all.
+# process suites, as for TSan. The property suites draw a quarter of their
+# cases here (RapidCheck's max_success, same seed): the paths are the main
+# phase's, which draws them all.
 # --build_tests_only: what no test uses (the runner's tools) is not built.
-bazel test --config=asan --config=ubsan --config=unity --build_tests_only -- //engine/... //sim/... //testing/... \
-  -//engine/dist/backends/nccl/... -//testing/process/... -//testing/hosts/... \
-  -//testing/cross_check/... -//testing/model/... -//testing/strategy/... \
-  2>&1 | tee -a "$log"
 bazel test --config=asan --config=ubsan --config=unity --build_tests_only \
-  --test_env=RC_PARAMS=max_success=25 -- //testing/model/... //testing/strategy/... 2>&1 | tee -a "$log"
+  --test_env=RC_PARAMS=max_success=25 -- //engine/... //sim/... //testing/... \
+  -//engine/dist/backends/nccl/... -//testing/process/... -//testing/hosts/... \
+  -//testing/cross_check/... 2>&1 | tee -a "$log"
 # The nccl backend builds and links against the CUDA toolkit here; without a
 # GPU its test checks that creating it fails with a clear error.
 bazel test --config=cuda --config=ci //engine/dist/backends/nccl/... 2>&1 | tee -a "$log"

@@ -42,20 +42,24 @@ std::vector<DefinedTest> tests_of_this_binary() {
 }  // namespace
 
 std::optional<std::string> filter_for(const std::vector<DefinedTest>& tests,
-                                      const std::string& filter, const std::string& source) {
+                                      const std::string& filter, const std::string& sources) {
   const auto dash = filter.find('-');
   std::string positive = filter.substr(0, dash);
   const std::string negative = dash == std::string::npos ? "" : filter.substr(dash + 1);
   if (positive.empty()) positive = "*";
-  bool defined = false;
   std::string chosen;
-  for (const DefinedTest& test : tests) {
-    if (!defined_in(test.file, source)) continue;
-    defined = true;
-    if (!matches_any(positive, test.name) || matches_any(negative, test.name)) continue;
-    chosen += (chosen.empty() ? "" : ":") + test.name;
+  std::istringstream list(sources);
+  std::string source;
+  while (std::getline(list, source, ',')) {
+    bool defined = false;
+    for (const DefinedTest& test : tests) {
+      if (!defined_in(test.file, source)) continue;
+      defined = true;
+      if (!matches_any(positive, test.name) || matches_any(negative, test.name)) continue;
+      chosen += (chosen.empty() ? "" : ":") + test.name;
+    }
+    if (!defined) return std::nullopt;
   }
-  if (!defined) return std::nullopt;
   return chosen.empty() ? "-*" : chosen;
 }
 
@@ -66,7 +70,7 @@ bool apply_from_environment() {
       filter_for(tests_of_this_binary(), GTEST_FLAG_GET(filter), source);
   if (!filter) {
     std::cerr << "SUITE_SOURCE=" << source
-              << ": no test of this binary is defined in a source of that name; name one of the "
+              << ": no test of this binary is defined in a source of one of those names; name "
                  "sources its BUILD target lists\n";
     return false;
   }

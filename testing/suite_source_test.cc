@@ -19,6 +19,14 @@ TEST(FilterFor, PicksTheTestsOfOneSourceByItsName) {
   EXPECT_EQ(filter_for(kTests, "*", "amp_test.cc"), "AmpOverRanks.Overflow");
 }
 
+TEST(FilterFor, PicksTheTestsOfSeveralSourcesAndRefusesAListWithAnUnknownOne) {
+  EXPECT_EQ(filter_for(kTests, "*", "amp_test.cc,join_test.cc"),
+            "AmpOverRanks.Overflow:Join.UnevenBatches:Join.NodeSharedBuffers");
+  EXPECT_EQ(filter_for(kTests, "-*NodeShared*", "join_test.cc,amp_test.cc"),
+            "Join.UnevenBatches:AmpOverRanks.Overflow");
+  EXPECT_EQ(filter_for(kTests, "*", "join_test.cc,oin_test.cc"), std::nullopt);
+}
+
 TEST(FilterFor, MatchesAWholeFileNameOrTheEndOfAPathOnly) {
   EXPECT_EQ(filter_for(kTests, "*", "model/join_test.cc"),
             "Join.UnevenBatches:Join.NodeSharedBuffers");

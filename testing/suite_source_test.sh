@@ -33,7 +33,7 @@ got=$(SUITE_SOURCE=$(basename "$source") GTEST_FILTER="-$first" listed | sort)
 output=$(SUITE_SOURCE=no_such_test.cc "$binary" 2>&1)
 status=$?
 [ $status = 1 ] || fail "SUITE_SOURCE=no_such_test.cc: exit status $status, expected 1"
-grep -qF "SUITE_SOURCE=no_such_test.cc: no test of this binary is defined in a source of that name" \
+grep -qF "SUITE_SOURCE=no_such_test.cc: no test of this binary is defined in a source of one of those names" \
   <<<"$output" || fail "SUITE_SOURCE=no_such_test.cc: no message: $output"
 
 echo "suite_source_test: $failures failures"
