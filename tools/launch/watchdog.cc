@@ -21,14 +21,26 @@ namespace flight = engine::flight;
 // How long the ranks have to write their records once asked.
 constexpr auto kDumpWait = std::chrono::seconds(10);
 
+std::vector<int> ranks_of_node(const Plan& plan) {
+  std::vector<int> ranks;
+  for (int local = 0; local < plan.nproc_per_node; ++local)
+    ranks.push_back(plan.node_rank * plan.nproc_per_node + local);
+  return ranks;
+}
+
 }  // namespace
 
+Watchdog::Watchdog(std::vector<int> ranks, double stall_timeout_seconds, std::string dir,
+                   std::string tool)
+    : ranks_(std::move(ranks)),
+      stall_timeout_seconds_(stall_timeout_seconds),
+      dir_(std::move(dir)),
+      tool_(std::move(tool)),
+      seen_(ranks_.size()),
+      last_change_(Clock::now()) {}
+
 Watchdog::Watchdog(const Plan& plan, std::string dir)
-    : plan_(plan), dir_(std::move(dir)), last_change_(Clock::now()) {
-  for (int local = 0; local < plan.nproc_per_node; ++local)
-    ranks_.push_back(plan.node_rank * plan.nproc_per_node + local);
-  seen_.resize(ranks_.size());
-}
+    : Watchdog(ranks_of_node(plan), plan.stall_timeout_seconds, std::move(dir), "engine-launch") {}
 
 std::optional<std::string> Watchdog::stalled() {
   bool in_a_call = false;
@@ -41,13 +53,13 @@ std::optional<std::string> Watchdog::stalled() {
     in_a_call |= now && now->in_a_call();
   }
   const auto quiet = Clock::now() - last_change_;
-  if (!in_a_call || quiet < std::chrono::duration<double>(plan_.stall_timeout_seconds)) {
+  if (!in_a_call || quiet < std::chrono::duration<double>(stall_timeout_seconds_)) {
     return std::nullopt;
   }
   std::fprintf(stderr,
-               "engine-launch: no rank of this node started or ended a call for %g s while one "
+               "%s: no rank of this node started or ended a call for %g s while one "
                "was in a call (--stall-timeout); asking them for their flight records\n",
-               plan_.stall_timeout_seconds);
+               tool_.c_str(), stall_timeout_seconds_);
   diagnose();
   return "the ranks stalled";
 }
@@ -68,9 +80,9 @@ void Watchdog::diagnose() {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   try {
     std::fprintf(stderr, "%s", flight::diagnose(flight::read_flight_records({dir_})).c_str());
-    std::fprintf(stderr, "engine-launch: the flight records are in %s\n", dir_.c_str());
+    std::fprintf(stderr, "%s: the flight records are in %s\n", tool_.c_str(), dir_.c_str());
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "engine-launch: no diagnosis: %s\n", error.what());
+    std::fprintf(stderr, "%s: no diagnosis: %s\n", tool_.c_str(), error.what());
   }
 }
 

@@ -22,7 +22,10 @@ namespace launch {
 // and keeps the records in the attempt's folder.
 class Watchdog {
  public:
-  // `dir`: the attempt's folder, given to the ranks as DIST_ENGINE_WATCH_DIR.
+  // `ranks`: this node's, as global ranks. `dir`: the folder given to the
+  // ranks as DIST_ENGINE_WATCH_DIR. `tool` starts every line it prints.
+  Watchdog(std::vector<int> ranks, double stall_timeout_seconds, std::string dir, std::string tool);
+  // engine-launch's: the plan's ranks on this node and --stall-timeout.
   Watchdog(const Plan& plan, std::string dir);
 
   // Called every monitor interval: the text of the stall once it happened.
@@ -31,9 +34,10 @@ class Watchdog {
  private:
   void diagnose();
 
-  const Plan& plan_;
+  const std::vector<int> ranks_;
+  const double stall_timeout_seconds_;
   const std::string dir_;
-  std::vector<int> ranks_;  // this node's, as global ranks
+  const std::string tool_;
   std::vector<std::optional<engine::flight::Progress>> seen_;
   std::chrono::steady_clock::time_point last_change_;
 };
