@@ -37,6 +37,17 @@ Files under(const Files& files, const std::string& name) {
   return out;
 }
 
+// Whether `file` names `entry` or a file under it the way a listing of the
+// folder would: relative, normal, no "..".
+bool in_entry(const std::string& file, const std::string& entry) {
+  const fs::path path(file);
+  if (path.empty() || path.is_absolute() || path.lexically_normal() != path) return false;
+  for (const fs::path& part : path) {
+    if (part == "..") return false;
+  }
+  return *path.begin() == entry;
+}
+
 struct Committed {
   int64_t iter = -1;
   Files manifest;
@@ -51,9 +62,12 @@ Committed parse_marker(const std::string& content, const std::string& where) {
   in >> out.iter;
   int64_t size = -1;
   std::string file;
-  while (in >> size && in.get() == ' ' && std::getline(in, file)) out.manifest[file] = size;
-  if (!in.eof() || magic != kMagic || out.iter < 0 || out.manifest.empty() ||
-      under(out.manifest, entry_name(out.iter)).size() != out.manifest.size()) {
+  bool inside = true;
+  while (in >> size && in.get() == ' ' && std::getline(in, file)) {
+    inside &= size >= 0 && in_entry(file, entry_name(out.iter));
+    out.manifest[file] = size;
+  }
+  if (!in.eof() || magic != kMagic || out.iter < 0 || out.manifest.empty() || !inside) {
     throw checkpoint::CheckpointError(dist::on_rank(
         dist::get_rank(), "snapshot marker " + where +
                               " is not a snapshot marker; remove its folder to resume from the "

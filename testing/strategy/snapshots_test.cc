@@ -91,7 +91,10 @@ TEST(SnapshotsTest, AMarkerThatCannotBeTrustedIsATypedError) {
             "snapshot_iter_7.pth (the nodes that held them were lost)");
   for (const std::string marker :
        {"not a marker\n", "dist-engine snapshot\n7\n", "dist-engine snapshot\n7\n12 iter_7.pth\n",
-        "dist-engine snapshot\n7\n12snapshot_iter_7.pth\n"}) {
+        "dist-engine snapshot\n7\n12snapshot_iter_7.pth\n",
+        "dist-engine snapshot\n7\n12 snapshot_iter_7.pth/../../x\n",
+        "dist-engine snapshot\n7\n12 /snapshot_iter_7.pth\n",
+        "dist-engine snapshot\n7\n-1 snapshot_iter_7.pth\n"}) {
     std::ofstream(folder + "/COMMITTED") << marker;
     EXPECT_NE(error_of().find("snapshot marker " + folder +
                               "/COMMITTED is not a snapshot marker; remove its folder"),
