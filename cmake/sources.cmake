@@ -359,6 +359,8 @@ set(DIST_ENGINE_SIM_SOURCES
 set(DIST_ENGINE_LAUNCH_SOURCES
     tools/launch/job_store.cc
     tools/launch/job_store.h
+    tools/launch/job_watch.cc
+    tools/launch/job_watch.h
     tools/launch/launch_plan.cc
     tools/launch/launch_plan.h
     tools/launch/main.cc

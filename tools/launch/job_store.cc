@@ -192,6 +192,16 @@ std::optional<Failure> JobStore::report_success(int attempt) {
   return failure(attempt);
 }
 
+void JobStore::set(int attempt, const std::string& name, const std::string& value) {
+  store_->set(key(attempt, name), bytes(value));
+}
+
+std::optional<std::string> JobStore::get(int attempt, const std::string& name) {
+  const std::string stored = key(attempt, name);
+  if (!store_->check({stored})) return std::nullopt;
+  return text(store_->get(stored));
+}
+
 void JobStore::leave() {
   // A node that went silent will not leave.
   const auto ended_by = failure(attempt_);

@@ -68,6 +68,13 @@ class JobStore {
   // attempt has left.
   void leave();
 
+  // What else the launchers share during `attempt` (job_watch.h): a value
+  // under `name`, and that value if one was set. Return at once.
+  void set(int attempt, const std::string& name, const std::string& value);
+  std::optional<std::string> get(int attempt, const std::string& name);
+  // The nodes that run the attempt joined last.
+  const std::vector<int>& members() const { return members_; }
+
  private:
   std::string key(int attempt, const std::string& name) const;
   // Node 0: which nodes run `attempt`, once enough joined.

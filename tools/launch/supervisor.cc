@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tools/launch/job_store.h"
+#include "tools/launch/job_watch.h"
 #include "tools/launch/temporary_folder.h"
 #include "tools/launch/watchdog.h"
 
@@ -308,19 +309,21 @@ constexpr int kStalledStatus = 124;
 // What this node's ranks are stopped with when the job's store is lost.
 constexpr int kLostStoreStatus = 1;
 
-// The checks of one attempt: the watchdog's, with --stall-timeout, and
-// whatever else the caller adds.
+// The checks of one attempt: the watchdog's, with --stall-timeout (over
+// several nodes the job's, through `store`), and whatever else the caller
+// adds.
 class AttemptChecks {
  public:
-  AttemptChecks(Plan& plan, WatchFolders& folders)
+  AttemptChecks(Plan& plan, WatchFolders& folders, JobStore& store)
       : checks_{
             std::chrono::milliseconds(static_cast<int64_t>(plan.monitor_interval_seconds * 1000)),
             {}} {
     if (plan.stall_timeout_seconds <= 0) return;
     plan.watch_dir = folders.attempt(plan.restart_count);
     watchdog_.emplace(plan, plan.watch_dir);
+    if (plan.nnodes > 1) job_watch_.emplace(store, *watchdog_, plan);
     checks_.checks.push_back([this, &folders]() -> std::optional<Stop> {
-      const auto stall = watchdog_->stalled();
+      const auto stall = job_watch_ ? job_watch_->check() : watchdog_->stalled();
       if (!stall) return std::nullopt;
       folders.keep();
       return Stop{kStalledStatus, *stall};
@@ -336,6 +339,7 @@ class AttemptChecks {
  private:
   Checks checks_;
   std::optional<Watchdog> watchdog_;
+  std::optional<JobWatch> job_watch_;
 };
 
 std::string describe(const Failure& failure) {
@@ -371,7 +375,7 @@ int supervise_with_restarts(Plan plan) {
                    attempt, plan.attempt_nodes, plan.nnodes,
                    plan.attempt_nodes * plan.nproc_per_node);
     }
-    AttemptChecks checks(plan, folders);
+    AttemptChecks checks(plan, folders, store);
     if (plan.nnodes > 1)
       checks.add([&]() -> std::optional<Stop> {
         try {

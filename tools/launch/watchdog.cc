@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <thread>
 
@@ -24,7 +26,7 @@ constexpr auto kDumpWait = std::chrono::seconds(10);
 std::vector<int> ranks_of_node(const Plan& plan) {
   std::vector<int> ranks;
   for (int local = 0; local < plan.nproc_per_node; ++local)
-    ranks.push_back(plan.node_rank * plan.nproc_per_node + local);
+    ranks.push_back(plan.attempt_node_rank * plan.nproc_per_node + local);
   return ranks;
 }
 
@@ -64,7 +66,21 @@ std::optional<std::string> Watchdog::stalled() {
   return "the ranks stalled";
 }
 
-void Watchdog::diagnose() {
+std::string Watchdog::summary() const {
+  uint64_t begun = 0;
+  uint64_t ended = 0;
+  int in_a_call = 0;
+  for (const int rank : ranks_) {
+    const auto now = flight::read_progress(flight::progress_path(dir_, rank));
+    if (!now) continue;
+    begun += now->begun;
+    ended += now->ended;
+    in_a_call += now->in_a_call() ? 1 : 0;
+  }
+  return std::to_string(begun) + " " + std::to_string(ended) + " " + std::to_string(in_a_call);
+}
+
+std::vector<std::string> Watchdog::request_records() {
   std::vector<std::string> expected;
   for (const int rank : ranks_) {
     if (flight::request_dump(flight::dump_request_path(dir_, rank)))
@@ -78,6 +94,22 @@ void Watchdog::diagnose() {
   };
   while (!all_written() && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return expected;
+}
+
+std::map<int, std::string> Watchdog::records() {
+  request_records();
+  std::map<int, std::string> out;
+  for (const int rank : ranks_) {
+    std::ifstream in(flight::record_path(dir_, rank));
+    if (in) out[rank] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return out;
+}
+
+void Watchdog::diagnose(const std::map<int, std::string>& others) {
+  request_records();
+  for (const auto& [rank, text] : others) std::ofstream(flight::record_path(dir_, rank)) << text;
   try {
     std::fprintf(stderr, "%s", flight::diagnose(flight::read_flight_records({dir_})).c_str());
     std::fprintf(stderr, "%s: the flight records are in %s\n", tool_.c_str(), dir_.c_str());

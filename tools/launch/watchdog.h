@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,14 +26,30 @@ class Watchdog {
   // `ranks`: this node's, as global ranks. `dir`: the folder given to the
   // ranks as DIST_ENGINE_WATCH_DIR. `tool` starts every line it prints.
   Watchdog(std::vector<int> ranks, double stall_timeout_seconds, std::string dir, std::string tool);
-  // engine-launch's: the plan's ranks on this node and --stall-timeout.
+  // engine-launch's: this node's ranks in the plan's attempt (numbered in
+  // the order of the nodes that run it) and --stall-timeout.
   Watchdog(const Plan& plan, std::string dir);
 
   // Called every monitor interval: the text of the stall once it happened.
   std::optional<std::string> stalled();
 
+  // For the job-wide watch over several nodes (job_watch.h):
+  // This node's ranks' progress in one line, "<calls begun> <calls ended>
+  // <ranks in a call>" summed over them.
+  std::string summary() const;
+  // Asks this node's ranks for their flight records and waits (at most 10
+  // s) until they are written: each rank's record's text.
+  std::map<int, std::string> records();
+  // Prints the diagnosis of this node's records (asked for first) and of
+  // `others` (rank -> a record's text, written into the folder beside
+  // them), and where they are.
+  void diagnose(const std::map<int, std::string>& others = {});
+  const std::string& tool() const { return tool_; }
+  double stall_timeout_seconds() const { return stall_timeout_seconds_; }
+
  private:
-  void diagnose();
+  // Asks the ranks for their records and waits for them: their paths.
+  std::vector<std::string> request_records();
 
   const std::vector<int> ranks_;
   const double stall_timeout_seconds_;
