@@ -330,8 +330,8 @@ set(DIST_ENGINE_MPI_SOURCES
     engine/dist/backends/mpi/mpi_types.h
     engine/dist/backends/mpi/mpi_work.cc
     engine/dist/backends/mpi/mpi_work.h
-    engine/dist/backends/mpi/shared_window.cc
-    engine/dist/backends/mpi/shared_window.h
+    engine/dist/backends/mpi/staged_collectives.cc
+    engine/dist/backends/mpi/staged_collectives.h
 )
 
 set(DIST_ENGINE_NCCL_SOURCES

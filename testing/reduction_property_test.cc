@@ -194,7 +194,7 @@ HARNESS_PROP(ReduceScatterTensor, RankKGetsReferenceOfBlockK, ()) {
 // Floats of magnitudes from 1e-4 to 1e8, whose sums change with the order
 // they are added in, through both forms, each twice: the same bits run after
 // run, and where the path reduces in rank order (the simulator; the mpi
-// backend's exchange, up to 8 ranks, and its staging window; gloo's gather
+// backend's exchange, up to 8 ranks, and its staging area; gloo's gather
 // ring up to 64 KiB in all and its staging area from 64 KiB blocks, which
 // these sizes fall in) each rank's block is the rank-order sum bit for bit,
 // of every size up to 1 MiB.

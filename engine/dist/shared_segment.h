@@ -11,7 +11,7 @@ namespace engine::dist {
 
 // Memory that the processes of one machine map by name (POSIX shared memory
 // through ATen's MapAllocator): the segments behind node-shared buffers and
-// the mpi backend's staging window. A mapping stays valid until its DataPtr
+// the mpi backend's staging area. A mapping stays valid until its DataPtr
 // goes, whatever became of the name.
 
 // What a group's ranks make their segments with, whatever carries them.

@@ -313,7 +313,7 @@ void FlatUnit::expose_unsharded_grads() {
   grads_exposed_ = true;
 }
 
-void FlatUnit::launch_reduction() {
+void FlatUnit::launch_reduce_scatter() {
   if (params_.empty()) return;
   at::Tensor blocks =
       memory_->pool.empty({shard_size_, block_numel_}, compute_options_.dtype(reduce_dtype_))
@@ -343,7 +343,7 @@ void FlatUnit::await_reduction() {
   if (!groups_.replica) add_reduced(had_grads_);
 }
 
-void FlatUnit::finish_reduction(const std::vector<bool>& used) {
+void FlatUnit::finish_reduce_scatter(const std::vector<bool>& used) {
   if (params_.empty()) return;
   await_reduction();
   if (groups_.replica) dist::all_reduce(reduced_, "sum", groups_.replica);

@@ -82,13 +82,14 @@ struct UnitCompute {
 //
 // The gradient side: expose_unsharded_grads() before a backward hands the
 // parameters their full-size gradients (kept across no_sync backwards),
-// launch_reduction() packs them and starts the reduce-scatter,
-// finish_reduction() adds the result into the sharded gradients of the
+// launch_reduce_scatter() packs them and starts the reduce-scatter,
+// finish_reduce_scatter() adds the result into the sharded gradients of the
 // parameters some rank had a gradient for, and
 // keep_unsharded_grads() ends a backward without communication.
 //
-// Collective calls (gather, launch_reduction, finish_reduction) must come in
-// the same order on every rank of the unit's groups. Not thread-safe.
+// Collective calls (gather, launch_reduce_scatter, finish_reduce_scatter)
+// must come in the same order on every rank of the unit's groups. Not
+// thread-safe.
 class FlatUnit {
  public:
   // Collective-free: takes each parameter's current (full) data as the
@@ -154,20 +155,20 @@ class FlatUnit {
   void load_local_shards(const std::vector<LocalShard>& shards);
 
   void expose_unsharded_grads();
-  void launch_reduction();
-  // Waits for the reduce-scatter launch_reduction() started, which frees the
-  // packed gradients it read. Without a replica group the result is then
-  // final: it is added at once where this rank had a gradient (so some rank
-  // had), and the reduced block goes unless a parameter without one waits
-  // for finish_reduction's `used`. Collective-free; finish_reduction() does
-  // it when it was not done before.
+  void launch_reduce_scatter();
+  // Waits for the reduce-scatter launch_reduce_scatter() started, which
+  // frees the packed gradients it read. Without a replica group the result
+  // is then final: it is added at once where this rank had a gradient (so
+  // some rank had), and the reduced block goes unless a parameter without
+  // one waits for finish_reduce_scatter's `used`. Collective-free;
+  // finish_reduce_scatter() does it when it was not done before.
   void await_reduction();
   // Which parameters had a gradient when the reduction was launched.
   const std::vector<bool>& had_grads() const { return had_grads_; }
   // `used[i]`: whether any rank had parameter i's gradient; the others keep
   // their sharded gradient as it was (undefined until first used, as in one
   // process, so that an optimizer skips them alike).
-  void finish_reduction(const std::vector<bool>& used);
+  void finish_reduce_scatter(const std::vector<bool>& used);
   void keep_unsharded_grads();
 
   // What a rank holds between backwards inside an accumulation group, per

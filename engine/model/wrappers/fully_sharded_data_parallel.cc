@@ -568,7 +568,7 @@ void MMFullyShardedDataParallel::launch_ready_units() {
   while (next_launch_ < units_.size() && pending_grads_[launch_order_[next_launch_]] == 0) {
     const size_t unit = launch_order_[next_launch_++];
     if (trainable_[unit] == 0) continue;
-    units_[unit]->launch_reduction();
+    units_[unit]->launch_reduce_scatter();
     reductions_in_flight_.push_back(unit);
     while (reductions_in_flight_.size() > kReductionsInFlight) {
       units_[reductions_in_flight_.front()]->await_reduction();
@@ -586,7 +586,7 @@ void MMFullyShardedDataParallel::finalize_backward() {
     const std::vector<std::vector<bool>> used = agree_on_used();
     for (size_t unit : launch_order_) {
       if (trainable_[unit] > 0) {
-        units_[unit]->finish_reduction(used[unit]);
+        units_[unit]->finish_reduce_scatter(used[unit]);
       } else {
         units_[unit]->keep_unsharded_grads();
       }

@@ -13,7 +13,7 @@
 #include "engine/dist/backend_registry.h"
 #include "engine/dist/backends/mpi/mpi_types.h"
 #include "engine/dist/backends/mpi/mpi_work.h"
-#include "engine/dist/backends/mpi/shared_window.h"
+#include "engine/dist/backends/mpi/staged_collectives.h"
 #include "engine/dist/errors.h"
 #include "engine/dist/reduce_kernel.h"
 
@@ -159,8 +159,8 @@ const BackendRegistration registration("mpi", create);
 constexpr int kMaxRanksForExchange = 8;
 constexpr size_t kMaxBlockBytesForExchange = size_t{1} << 20;
 
-// reduce_scatter and all_gather through the staging window (see
-// shared_window.h): on up to this many ranks (the window holds 2 chunks per
+// reduce_scatter and all_gather through the staging area (see
+// staged_collectives.h): on up to this many ranks (the area holds 2 chunks per
 // rank per rank), from this size of block (below it, the exchange's one
 // round of messages wins).
 constexpr int kMaxRanksForStaging = 16;
@@ -222,11 +222,11 @@ bool MpiBackend::stages(size_t block_bytes) {
   if (size_ < 2 || size_ > kMaxRanksForStaging || block_bytes < kMinBlockBytesForStaging) {
     return false;
   }
-  if (!window_tried_) {
-    window_tried_ = true;
-    window_ = SharedWindow::create(comm_, world_rank_);
+  if (!staging_tried_) {
+    staging_tried_ = true;
+    staged_ = StagedCollectives::create(comm_, world_rank_);
   }
-  return window_ != nullptr;
+  return staged_ != nullptr;
 }
 
 int MpiBackend::count_of(const at::Tensor& t) const {
@@ -293,7 +293,7 @@ WorkPtr MpiBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tenso
 }
 
 WorkPtr MpiBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) {
-  if (stages(input.nbytes())) return window_->all_gather(output, input, wait_policy_);
+  if (stages(input.nbytes())) return staged_->all_gather(output, input, wait_policy_);
   if (size_ <= kMaxRanksForExchange && input.nbytes() < kMaxBlockBytesForExchange) {
     return exchanged_all_gather(output, input);
   }
@@ -404,7 +404,7 @@ WorkPtr MpiBackend::reduce_scatter_blocks(at::Tensor& output, std::vector<at::Te
   }
   const bool reducible = can_reduce(output.scalar_type(), op);
   if (reducible && stages(output.nbytes())) {
-    return window_->reduce_scatter(output, blocks, op, wait_policy_);
+    return staged_->reduce_scatter(output, blocks, op, wait_policy_);
   }
   if (reducible && size_ <= kMaxRanksForExchange) {
     return exchanged_reduce_scatter(output, blocks, op);

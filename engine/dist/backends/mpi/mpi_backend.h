@@ -7,7 +7,7 @@
 
 #include "engine/dist/backend.h"
 #include "engine/dist/backends/mpi/mpi_work.h"
-#include "engine/dist/backends/mpi/shared_window.h"
+#include "engine/dist/backends/mpi/staged_collectives.h"
 
 namespace engine::dist::mpi {
 
@@ -27,8 +27,8 @@ namespace engine::dist::mpi {
 //   kernel reduces): each rank sends block p of its input to rank p, which
 //   reduces what it receives into its output.
 // - reduce_scatter and all_gather with blocks from 256 KiB between ranks of
-//   one machine: through a staging window of shared memory
-//   (shared_window.h), made the first time one could.
+//   one machine: through a staging area in shared memory
+//   (staged_collectives.h), made the first time one could.
 // These exchanges use a communicator of their own, apart from the user's
 // send/recv. A list's blocks are read where they lie (those under the
 // output are copied first); a list of other shapes travels packed.
@@ -86,14 +86,14 @@ class MpiBackend : public Backend {
                              const std::function<void*(int)>& slot_of, int tag,
                              const char* what) const;
   // reduce_scatter of blocks that fit the output (see readable_blocks), read
-  // where they lie by the staging window and the exchange.
+  // where they lie by the staging area and the exchange.
   WorkPtr reduce_scatter_blocks(at::Tensor& output, std::vector<at::Tensor> blocks, ReduceOp op);
   WorkPtr exchanged_reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& blocks,
                                    ReduceOp op);
   WorkPtr exchanged_all_gather(at::Tensor& output, const at::Tensor& input);
   WorkPtr exchanged_all_reduce(at::Tensor& tensor, ReduceOp op);
   // Whether a reduce_scatter or all_gather of blocks of `block_bytes` goes
-  // through the staging window; makes the window (collectively) the first
+  // through the staging area; makes the area (collectively) the first
   // time one could.
   bool stages(size_t block_bytes);
 
@@ -105,8 +105,8 @@ class MpiBackend : public Backend {
   int size_ = 1;
   WaitPolicy wait_policy_;
   int world_rank_;
-  std::unique_ptr<SharedWindow> window_;  // null until made, or when it cannot be
-  bool window_tried_ = false;
+  std::unique_ptr<StagedCollectives> staged_;  // null until made, or when it cannot be
+  bool staging_tried_ = false;
 };
 
 }  // namespace engine::dist::mpi

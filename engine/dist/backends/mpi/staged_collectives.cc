@@ -1,4 +1,4 @@
-#include "engine/dist/backends/mpi/shared_window.h"
+#include "engine/dist/backends/mpi/staged_collectives.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -18,13 +18,13 @@ SegmentCollectives collectives_of(MPI_Comm comm, int size, int world_rank) {
     std::vector<char> all(mine.size() * static_cast<size_t>(size));
     const auto bytes = static_cast<int>(mine.size());
     check(MPI_Allgather(mine.data(), bytes, MPI_CHAR, all.data(), bytes, MPI_CHAR, comm),
-          "staging window (MPI_Allgather)", world_rank);
+          "staging area (MPI_Allgather)", world_rank);
     return all;
   };
   auto all_true = [comm, world_rank](bool mine) {
     int all = mine ? 1 : 0;
     check(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, comm),
-          "staging window (MPI_Allreduce)", world_rank);
+          "staging area (MPI_Allreduce)", world_rank);
     return all == 1;
   };
   return {all_gather_names, all_true};
@@ -41,8 +41,8 @@ const char* bytes_of(const at::Tensor& tensor) {
 // rank's own messages to go out).
 class StagedCall {
  public:
-  StagedCall(const SharedWindow& window, StagedTransfer transfer, const char* what)
-      : window_(&window), transfer_(std::move(transfer)), what_(what) {}
+  StagedCall(const StagedCollectives& staged, StagedTransfer transfer, const char* what)
+      : staged_(&staged), transfer_(std::move(transfer)), what_(what) {}
 
   // Stages chunk 0; its round's requests (none when the blocks are empty).
   MpiWork::Requests start() const {
@@ -63,27 +63,27 @@ class StagedCall {
 
  private:
   MpiWork::Requests announced() const {
-    const StagingArea& area = *window_->area_;
+    const StagingArea& area = *staged_->area_;
     MpiWork::Requests requests;
     for (int peer = 0; peer < area.size(); ++peer) {
       if (peer == area.rank()) continue;
       requests.emplace_back();
-      check(MPI_Irecv(nullptr, 0, MPI_BYTE, peer, kNoticeTag, window_->notices_, &requests.back()),
-            what_, window_->world_rank_);
+      check(MPI_Irecv(nullptr, 0, MPI_BYTE, peer, kNoticeTag, staged_->notices_, &requests.back()),
+            what_, staged_->world_rank_);
       requests.emplace_back();
-      check(MPI_Isend(nullptr, 0, MPI_BYTE, peer, kNoticeTag, window_->notices_, &requests.back()),
-            what_, window_->world_rank_);
+      check(MPI_Isend(nullptr, 0, MPI_BYTE, peer, kNoticeTag, staged_->notices_, &requests.back()),
+            what_, staged_->world_rank_);
     }
     return requests;
   }
 
-  const SharedWindow* window_;
+  const StagedCollectives* staged_;
   StagedTransfer transfer_;
   const char* what_;
   int64_t next_ = 0;  // the chunk the current round waits for
 };
 
-std::unique_ptr<SharedWindow> SharedWindow::create(MPI_Comm comm, int world_rank) {
+std::unique_ptr<StagedCollectives> StagedCollectives::create(MPI_Comm comm, int world_rank) {
   int rank = 0;
   int size = 1;
   MPI_Comm_rank(comm, &rank);
@@ -91,21 +91,23 @@ std::unique_ptr<SharedWindow> SharedWindow::create(MPI_Comm comm, int world_rank
   auto area = StagingArea::create(rank, size, collectives_of(comm, size, world_rank));
   if (!area) return nullptr;
   MPI_Comm notices;
-  check(MPI_Comm_dup(comm, &notices), "staging window (MPI_Comm_dup)", world_rank);
-  return std::unique_ptr<SharedWindow>(new SharedWindow(std::move(area), notices, world_rank));
+  check(MPI_Comm_dup(comm, &notices), "staging area (MPI_Comm_dup)", world_rank);
+  return std::unique_ptr<StagedCollectives>(
+      new StagedCollectives(std::move(area), notices, world_rank));
 }
 
-SharedWindow::SharedWindow(std::unique_ptr<StagingArea> area, MPI_Comm notices, int world_rank)
+StagedCollectives::StagedCollectives(std::unique_ptr<StagingArea> area, MPI_Comm notices,
+                                     int world_rank)
     : area_(std::move(area)), notices_(notices), world_rank_(world_rank) {}
 
-SharedWindow::~SharedWindow() {
+StagedCollectives::~StagedCollectives() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Comm_free(&notices_);
 }
 
-WorkPtr SharedWindow::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& blocks,
-                                     ReduceOp op, WaitPolicy policy) {
+WorkPtr StagedCollectives::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& blocks,
+                                          ReduceOp op, WaitPolicy policy) {
   std::vector<const char*> sources;
   MpiWork::Tensors keep_alive = {output};
   for (const at::Tensor& block : blocks) {
@@ -119,7 +121,8 @@ WorkPtr SharedWindow::reduce_scatter(at::Tensor& output, const std::vector<at::T
                "reduce_scatter", policy);
 }
 
-WorkPtr SharedWindow::all_gather(at::Tensor& output, const at::Tensor& input, WaitPolicy policy) {
+WorkPtr StagedCollectives::all_gather(at::Tensor& output, const at::Tensor& input,
+                                      WaitPolicy policy) {
   auto transfer =
       StagedTransfer::all_gather(*area_, bytes_of(input), static_cast<char*>(output.data_ptr()),
                                  static_cast<int64_t>(input.nbytes()));
@@ -129,8 +132,8 @@ WorkPtr SharedWindow::all_gather(at::Tensor& output, const at::Tensor& input, Wa
 
 // The operation before must be complete: the two halves of the area can
 // only be reused in order.
-WorkPtr SharedWindow::start(StagedCall call, MpiWork::Tensors keep_alive, const char* what,
-                            WaitPolicy policy) {
+WorkPtr StagedCollectives::start(StagedCall call, MpiWork::Tensors keep_alive, const char* what,
+                                 WaitPolicy policy) {
   if (in_flight_) in_flight_->wait();
   MpiWork::Requests first_round = call.start();
   in_flight_ = MpiWork::in_rounds(std::move(first_round), std::move(keep_alive), std::move(call),

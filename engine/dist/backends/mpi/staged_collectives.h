@@ -29,17 +29,17 @@ class StagedCall;
 // first completes the one before it (the same on every rank, as every rank
 // issues collectives in the same order). Not thread-safe, like the backend;
 // a staged Work must not be waited for once its backend is gone.
-class SharedWindow {
+class StagedCollectives {
  public:
-  // Collective over `comm` (of at least 2 ranks): the window when every rank
+  // Collective over `comm` (of at least 2 ranks): the staged collectives when every rank
   // of `comm` could map every other rank's segment (they share a machine,
   // /dev/shm has room, DIST_ENGINE_NODE_SHARED is not 0 on any rank); null
-  // on every rank otherwise. The window keeps a duplicate of `comm` for its
+  // on every rank otherwise. They keep a duplicate of `comm` for its
   // messages.
-  static std::unique_ptr<SharedWindow> create(MPI_Comm comm, int world_rank);
-  ~SharedWindow();
-  SharedWindow(const SharedWindow&) = delete;
-  SharedWindow& operator=(const SharedWindow&) = delete;
+  static std::unique_ptr<StagedCollectives> create(MPI_Comm comm, int world_rank);
+  ~StagedCollectives();
+  StagedCollectives(const StagedCollectives&) = delete;
+  StagedCollectives& operator=(const StagedCollectives&) = delete;
 
   // The elementwise reduction with `op` of every rank's blocks[rank], in
   // rank order (StagedTransfer::reduce_scatter), each block read where it
@@ -53,7 +53,7 @@ class SharedWindow {
 
  private:
   friend class StagedCall;
-  SharedWindow(std::unique_ptr<StagingArea> area, MPI_Comm notices, int world_rank);
+  StagedCollectives(std::unique_ptr<StagingArea> area, MPI_Comm notices, int world_rank);
 
   WorkPtr start(StagedCall call, MpiWork::Tensors keep_alive, const char* what, WaitPolicy policy);
 
