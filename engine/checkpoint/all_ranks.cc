@@ -12,8 +12,12 @@ void throw_if_any_rank_failed(const std::string& failure, const std::string& wha
   if (!failures.empty()) throw CheckpointError(dist::on_rank(dist::get_rank(), failures));
 }
 
+void where_for_all(bool runs, const std::function<void()>& step, const std::string& what) {
+  throw_if_any_rank_failed(runs ? dist::failure_of(step) : "", what);
+}
+
 void on_first_rank_for_all(const std::function<void()>& write, const std::string& what) {
-  throw_if_any_rank_failed(dist::get_rank() == 0 ? dist::failure_of(write) : "", what);
+  where_for_all(dist::get_rank() == 0, write, what);
 }
 
 }  // namespace engine::checkpoint

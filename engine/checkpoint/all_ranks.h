@@ -11,6 +11,10 @@ namespace engine::checkpoint {
 // goes on to train while another stopped. Collective.
 void throw_if_any_rank_failed(const std::string& failure, const std::string& what);
 
+// The ranks where `runs` run `step`; then throw_if_any_rank_failed.
+// Collective.
+void where_for_all(bool runs, const std::function<void()>& step, const std::string& what);
+
 // Rank 0 runs `write`; then throw_if_any_rank_failed. Collective.
 void on_first_rank_for_all(const std::function<void()>& write, const std::string& what);
 

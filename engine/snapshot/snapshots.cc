@@ -76,11 +76,6 @@ Committed parse_marker(const std::string& content, const std::string& where) {
   return out;
 }
 
-// `step` where `runs`; then checkpoint::throw_if_any_rank_failed.
-void on_all_where(bool runs, const std::function<void()>& step, const std::string& what) {
-  checkpoint::throw_if_any_rank_failed(runs ? dist::failure_of(step) : "", what);
-}
-
 }  // namespace
 
 Snapshots::Snapshots(std::string folder, io::FileSystem& fs)
@@ -135,11 +130,11 @@ void Snapshots::take(strategy::BaseStrategy& strategy, const strategy::TrainProg
   if (!layout_) learn_layout(survey(folder_, kMarker));
   // A snapshot of this iteration that a killed attempt wrote and never
   // committed goes first, so that no file of it mixes with the new one.
-  on_all_where(
+  checkpoint::where_for_all(
       layout_->leads, [&] { io::remove_all(path); }, "clear the uncommitted snapshot " + path);
   strategy.save_checkpoint(path, progress);
   if (layout_->folders == 1) {  // every file is in this folder: nothing to copy
-    on_all_where(
+    checkpoint::where_for_all(
         layout_->leads, [&] { commit(progress.iter, under(files_in(folder_, kMarker), name)); },
         committing);
     return;
@@ -158,8 +153,9 @@ void Snapshots::take(strategy::BaseStrategy& strategy, const strategy::TrainProg
   // The first folder commits alone, so that a failure there leaves no
   // folder committed.
   const auto commit_here = [&] { commit(progress.iter, manifest); };
-  on_all_where(layout_->leads && view.mine == 0, commit_here, committing);
-  on_all_where(layout_->leads && view.mine != 0, commit_here, committing + " on the other nodes");
+  checkpoint::where_for_all(layout_->leads && view.mine == 0, commit_here, committing);
+  checkpoint::where_for_all(layout_->leads && view.mine != 0, commit_here,
+                            committing + " on the other nodes");
 }
 
 void Snapshots::learn_layout(const FolderView& view) const {

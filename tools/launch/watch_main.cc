@@ -186,9 +186,11 @@ int supervise(const Options& options, const Place& place, const std::string& fol
     int status = 0;
     const pid_t ended = waitpid(pid, &status, WNOHANG);
     if (ended == pid) return status_of(status);
-    if (place.local_rank == 0 && !watchdog &&
-        static_cast<int>(ranks_in(folder).size()) >= place.local_size) {
-      watchdog.emplace(ranks_in(folder), options.stall_timeout_seconds, folder, "engine-watch");
+    if (place.local_rank == 0 && !watchdog) {
+      std::vector<int> ranks = ranks_in(folder);
+      if (static_cast<int>(ranks.size()) >= place.local_size) {
+        watchdog.emplace(std::move(ranks), options.stall_timeout_seconds, folder, "engine-watch");
+      }
     }
     if (watchdog && watchdog->stalled()) std::ofstream(stalled_mark) << "stalled\n";
     if (fs::exists(stalled_mark)) {
