@@ -3,6 +3,8 @@
 set(DIST_ENGINE_SOURCES
     engine/checkpoint/all_ranks.cc
     engine/checkpoint/all_ranks.h
+    engine/checkpoint/deferred_saves.cc
+    engine/checkpoint/deferred_saves.h
     engine/checkpoint/file.cc
     engine/checkpoint/file.h
     engine/checkpoint/sharded/directory.cc

@@ -36,6 +36,8 @@ engine::runner::RunnerOptions runner_options(const Json& train, const DemoOverri
       config.get("checkpoint_interval", options.checkpoint_interval));
   options.snapshot_interval = overrides.snapshot_interval.value_or(
       config.get("snapshot_interval", options.snapshot_interval));
+  options.snapshot_overlap =
+      overrides.snapshot_overlap.value_or(config.get("snapshot_overlap", options.snapshot_overlap));
   options.log_interval = config.get("log_interval", options.log_interval);
   config.finish();
   options.work_dir = overrides.work_dir;

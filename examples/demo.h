@@ -15,6 +15,7 @@ struct DemoOverrides {
   std::optional<int64_t> max_iters;
   std::optional<int64_t> checkpoint_interval;
   std::optional<int64_t> snapshot_interval;
+  std::optional<bool> snapshot_overlap;
   std::string work_dir = "work_dirs/train";
   std::optional<std::string> resume_from;
   std::optional<std::string> load_from;

@@ -32,7 +32,7 @@ struct Args {
   std::cerr << "train: " << problem << "\n"
             << "usage: train [--config FILE] [--ranks N] [--launcher none|pytorch|mpi|slurm]\n"
             << "             [--backend gloo|mpi|nccl] [--iters N] [--checkpoint-interval N]\n"
-            << "             [--snapshot-interval N] [--work-dir DIR]\n"
+            << "             [--snapshot-interval N] [--snapshot-overlap 0|1] [--work-dir DIR]\n"
             << "             [--resume FILE|auto] [--load-from FILE] [--trace FILE.json]\n"
             << "             [--ddp-logging FILE.json]\n"
             << "             [--fail-after-batches N]   (a crash, for restart tests)\n"
@@ -50,6 +50,12 @@ int to_int(const std::string& flag, const std::string& value, int least = 1) {
   }
   usage(flag + " needs an integer of at least " + std::to_string(least) + ", got \"" + value +
         "\"");
+}
+
+// `value` as 0 (false) or 1 (true).
+bool to_switch(const std::string& flag, const std::string& value) {
+  if (value != "0" && value != "1") usage(flag + " needs 0 or 1, got \"" + value + "\"");
+  return value == "1";
 }
 
 // Under `bazel run`, relative paths are the user's, from where they ran it.
@@ -78,6 +84,8 @@ Args parse(int argc, char** argv) {
       args.overrides.checkpoint_interval = to_int(flag, value);
     else if (flag == "--snapshot-interval")
       args.overrides.snapshot_interval = to_int(flag, value, /*least=*/0);
+    else if (flag == "--snapshot-overlap")
+      args.overrides.snapshot_overlap = to_switch(flag, value);
     else if (flag == "--work-dir")
       args.work_dir = value;
     else if (flag == "--resume")

@@ -20,7 +20,10 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <stdexcept>
+#include <thread>
 
+#include "engine/checkpoint/deferred_saves.h"
 #include "engine/checkpoint/file.h"
 #include "engine/checkpoint/state_dict.h"
 #include "engine/dist/pickle.h"
@@ -201,6 +204,53 @@ TEST_F(CheckpointFileTest, ReadsFormatVersionOne) {
 // weights, so every value is exact. LibTorch 1.13's unpickler lacks
 // SETITEM, with which PyTorch 2.x pickles a one-entry dict (the optimizer's
 // state of a parameter): there the error must say so.
+// What is saved under a capture is what the caller held at save_file, even
+// when it changes before the write; later saves to one path win, as they
+// would written at once.
+TEST_F(CheckpointFileTest, DeferredSavesWriteWhatWasSavedInOrderOnAnotherThread) {
+  const std::string other = (folder_ / "other.pth").string();
+  c10::IValue held = content(1);
+  std::thread::id writer;
+  StopsAtRename records([&] { writer = std::this_thread::get_id(); });
+  DeferredSaves capture;
+  save_file(path_, held);
+  save_file(other, content(2));
+  save_file(other, content(3));
+  save_file((folder_ / "last.pth").string(), content(5), records);
+  EXPECT_EQ(files_in_folder(), 0u) << "nothing is written before write_in_background";
+  held.toGenericDict().at("weights").toTensor().fill_(7);
+  EXPECT_EQ(capture.write_in_background().get(), "");
+  EXPECT_EQ(value_of(load_file(path_)), 1.0);
+  EXPECT_EQ(value_of(load_file(other)), 3.0);
+  EXPECT_NE(writer, std::thread::id());
+  EXPECT_NE(writer, std::this_thread::get_id());
+  EXPECT_EQ(files_in_folder(), 3u) << "the last file stays under its temporary name";
+  save_file(path_, content(4));
+  EXPECT_EQ(value_of(load_file(path_)), 4.0) << "the capture ended: save_file writes again";
+}
+
+TEST_F(CheckpointFileTest, ADeferredSaveThatFailsStopsTheOnesAfterItAndSaysWhy) {
+  StopsAtRename throws([] { throw io::FileError("disk full"); });
+  DeferredSaves capture;
+  save_file(path_, content(1), throws);
+  save_file((folder_ / "later.pth").string(), content(2));
+  const std::string failure = capture.write_in_background().get();
+  EXPECT_NE(failure.find("checkpoint"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("disk full"), std::string::npos) << failure;
+  EXPECT_EQ(files_in_folder(), 0u);
+}
+
+TEST_F(CheckpointFileTest, SavesNotHandedOverAreDroppedAndCapturesDoNotNest) {
+  {
+    DeferredSaves capture;
+    save_file(path_, content(1));
+    EXPECT_THROW(DeferredSaves(), std::logic_error);
+  }
+  EXPECT_EQ(files_in_folder(), 0u);
+  save_file(path_, content(2));
+  EXPECT_EQ(value_of(load_file(path_)), 2.0);
+}
+
 TEST(TorchSaveFileTest, LoadsWithItsValues) {
   const std::string path = "engine/checkpoint/testdata/torch_saved.pth";
   if constexpr (TORCH_VERSION_MAJOR < 2) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "engine/checkpoint/deferred_saves.h"
 #include "engine/dist/pickle.h"
 #include "engine/io/atomic_file.h"
 
@@ -157,6 +158,7 @@ FileBytes read_whole(const std::string& path) {
 }  // namespace
 
 void save_file(const std::string& path, const c10::IValue& content, io::FileSystem& fs) {
+  if (DeferredSaves::defer(path, content, fs)) return;
   const at::Tensor pickled = dist::pickle_untagged(content);
   auto* archive = static_cast<char*>(pickled.data_ptr());
   const std::string_view payload(archive, static_cast<size_t>(pickled.numel()));

@@ -29,7 +29,8 @@ class CheckpointError : public dist::DistError {
 // the whole new file, never a torn one: a temporary file in the same folder,
 // flushed and fsync'ed, renamed over `path`, then the folder fsync'ed.
 // Throws CheckpointError if the disk refuses (the temporary file is removed).
-// `fs`: see io::write_atomically.
+// `fs`: see io::write_atomically. Under a DeferredSaves
+// (deferred_saves.h), a copy of `content` is queued instead.
 void save_file(const std::string& path, const c10::IValue& content,
                io::FileSystem& fs = io::posix_file_system());
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <limits>
 #include <regex>
@@ -22,6 +23,13 @@
 
 namespace engine::runner {
 namespace {
+
+// Adds the wall time `work` takes to `seconds`.
+void timed(double& seconds, const std::function<void()>& work) {
+  const auto started = std::chrono::steady_clock::now();
+  work();
+  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
 
 std::string format(const std::map<std::string, double>& values) {
   std::ostringstream out;
@@ -203,15 +211,15 @@ RunResult Runner::train() {
       next = 0;
       indices_current = true;
     }
-    const auto started = std::chrono::steady_clock::now();
-    const size_t taken = std::min(indices.size() - next, static_cast<size_t>(options_.batch_size));
-    const auto batch = train_data_->batch({indices.begin() + next, indices.begin() + next + taken},
-                                          &strategy_->generator());
-    next += taken;
-    result.last_log = parts_->train_step(batch);
-    parts_->step_schedulers();
-    result.train_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    timed(result.train_seconds, [&] {
+      const size_t taken =
+          std::min(indices.size() - next, static_cast<size_t>(options_.batch_size));
+      const auto batch = train_data_->batch(
+          {indices.begin() + next, indices.begin() + next + taken}, &strategy_->generator());
+      next += taken;
+      result.last_log = parts_->train_step(batch);
+      parts_->step_schedulers();
+    });
 
     *at.epoch_position += per_iteration;
     if (*at.epoch_position >= sampler.dataset_size()) {
@@ -220,6 +228,7 @@ RunResult Runner::train() {
       indices_current = false;
     }
     const int64_t done = at.iter + 1;
+    if (snapshots_) timed(result.snapshot_seconds, [&] { snapshots_->settle(); });
     auto summary = scalars(result.last_log);
     for (const auto& [name, lr] : parts_->learning_rates()) summary[name] = lr;
     progress_->update(done, format(summary));
@@ -234,12 +243,15 @@ RunResult Runner::train() {
     if (options_.checkpoint_interval > 0 && done % options_.checkpoint_interval == 0) {
       result.checkpoints.push_back(save({done, at.epoch, at.epoch_position}));
     } else if (snapshots_ && done % options_.snapshot_interval == 0 && done < options_.max_iters) {
-      const auto snapshot_started = std::chrono::steady_clock::now();
-      snapshots_->take(*strategy_, {done, at.epoch, at.epoch_position});
+      timed(result.snapshot_seconds, [&] {
+        const strategy::TrainProgress progress{done, at.epoch, at.epoch_position};
+        if (options_.snapshot_overlap) {
+          snapshots_->take_in_background(*strategy_, progress);
+        } else {
+          snapshots_->take(*strategy_, progress);
+        }
+      });
       ++result.snapshots;
-      result.snapshot_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - snapshot_started)
-              .count();
     }
   }
   result.metrics = val();

@@ -50,6 +50,12 @@ struct RunnerOptions {
   // 0: none. A job restarted with resume_from "auto" then loses fewer
   // iterations than this.
   int64_t snapshot_interval = 0;
+  // Whether a snapshot is written while the next iteration trains
+  // (Snapshots::take_in_background, committed once that iteration ends):
+  // its cost moves off the step, for a second copy of the state in memory
+  // until it is written and one more iteration lost when a job is killed
+  // before the commit.
+  bool snapshot_overlap = false;
   // Where the snapshots go: a folder that outlives the ranks' processes,
   // one for the ranks of each node (or one for all). Absent:
   // DIST_ENGINE_SNAPSHOT_DIR, which engine-launch sets on every node;
@@ -85,7 +91,8 @@ struct RunResult {
   // Wall time in training iterations (the batch, train_step, the scheduler),
   // without validation and checkpoints: what a time per iteration divides.
   double train_seconds = 0;
-  // Snapshots taken by this run, and the wall time they took.
+  // Snapshots taken by this run, and the wall time they kept it from
+  // training (with snapshot_overlap: taking them and settling them).
   int64_t snapshots = 0;
   double snapshot_seconds = 0;
 };

@@ -3,8 +3,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <utility>
 
 #include "engine/checkpoint/all_ranks.h"
+#include "engine/checkpoint/deferred_saves.h"
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
 #include "engine/io/atomic_file.h"
@@ -123,20 +125,44 @@ std::optional<Snapshot> Snapshots::newest(
 }
 
 void Snapshots::take(strategy::BaseStrategy& strategy, const strategy::TrainProgress& progress) {
-  const std::string name = entry_name(progress.iter);
-  const std::string path = entry(progress.iter);
-  const std::string committing =
-      "commit the snapshot of iteration " + std::to_string(progress.iter);
+  settle();
+  begin(progress.iter);
+  strategy.save_checkpoint(entry(progress.iter), progress);
+  publish(progress.iter);
+}
+
+void Snapshots::take_in_background(strategy::BaseStrategy& strategy,
+                                   const strategy::TrainProgress& progress) {
+  settle();
+  begin(progress.iter);
+  checkpoint::DeferredSaves capture;
+  strategy.save_checkpoint(entry(progress.iter), progress);
+  pending_ = Pending{progress.iter, capture.write_in_background()};
+}
+
+void Snapshots::settle() {
+  if (!pending_) return;
+  Pending pending = std::move(*std::exchange(pending_, std::nullopt));
+  checkpoint::throw_if_any_rank_failed(
+      pending.failure.get(), "write the snapshot of iteration " + std::to_string(pending.iter));
+  publish(pending.iter);
+}
+
+void Snapshots::begin(int64_t iter) {
   if (!layout_) learn_layout(survey(folder_, kMarker));
   // A snapshot of this iteration that a killed attempt wrote and never
   // committed goes first, so that no file of it mixes with the new one.
+  const std::string path = entry(iter);
   checkpoint::where_for_all(
       layout_->leads, [&] { io::remove_all(path); }, "clear the uncommitted snapshot " + path);
-  strategy.save_checkpoint(path, progress);
+}
+
+void Snapshots::publish(int64_t iter) {
+  const std::string name = entry_name(iter);
+  const std::string committing = "commit the snapshot of iteration " + std::to_string(iter);
   if (layout_->folders == 1) {  // every file is in this folder: nothing to copy
     checkpoint::where_for_all(
-        layout_->leads, [&] { commit(progress.iter, under(files_in(folder_, kMarker), name)); },
-        committing);
+        layout_->leads, [&] { commit(iter, under(files_in(folder_, kMarker), name)); }, committing);
     return;
   }
   const FolderView view = survey(folder_, kMarker);
@@ -152,7 +178,7 @@ void Snapshots::take(strategy::BaseStrategy& strategy, const strategy::TrainProg
   copy_between(view, folder_, copies);
   // The first folder commits alone, so that a failure there leaves no
   // folder committed.
-  const auto commit_here = [&] { commit(progress.iter, manifest); };
+  const auto commit_here = [&] { commit(iter, manifest); };
   checkpoint::where_for_all(layout_->leads && view.mine == 0, commit_here, committing);
   checkpoint::where_for_all(layout_->leads && view.mine != 0, commit_here,
                             committing + " on the other nodes");

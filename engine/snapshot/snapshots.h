@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <optional>
 #include <string>
 
@@ -26,7 +27,9 @@
 //                          atomically once every rank's part is written
 // A snapshot is written beside the committed one, which stays until the new
 // one is committed: at most two exist, and a job killed in the middle of a
-// snapshot keeps the previous one whole.
+// snapshot keeps the previous one whole. It may be written in the background
+// while training goes on (take_in_background), and is then committed by the
+// next settle().
 //
 // Over several nodes each node has its own folder (folders.h says which
 // ranks share one). Every file a node's ranks write is also copied to the
@@ -63,11 +66,40 @@ class Snapshots {
   // snapshots. Every rank throws the same CheckpointError if a step failed;
   // if it failed before the first folder's commit, the committed snapshot is
   // still the previous one.
+  // Settles a snapshot taken in the background first.
   void take(strategy::BaseStrategy& strategy, const strategy::TrainProgress& progress);
+
+  // Collective: as take, but the files are written on a thread of each
+  // rank's own (checkpoint::DeferredSaves) while the caller trains on: only
+  // the strategy's collectives and a copy of the state (held in memory until
+  // written) happen before it returns. The snapshot is committed by the next
+  // settle(), so a job killed before then loses it: with one taken every k
+  // iterations and settled after the next, a restart loses at most k + 1.
+  // Settles a snapshot taken in the background first.
+  void take_in_background(strategy::BaseStrategy& strategy,
+                          const strategy::TrainProgress& progress);
+
+  // Collective when a snapshot taken in the background is pending (every
+  // rank has one pending or none): waits for its files, then copies and
+  // commits it as take does. Every rank throws the same CheckpointError,
+  // naming the ranks whose writes failed, and the committed snapshot is then
+  // still the one before. Nothing happens when none is pending.
+  void settle();
 
  private:
   std::string entry(int64_t iter) const;
+  // Clears an uncommitted snapshot of `iter`; learns the layout.
+  void begin(int64_t iter);
+  // Copies the written files of `iter` between the folders and commits it.
+  void publish(int64_t iter);
   void commit(int64_t iter, const Files& manifest);
+
+  // A snapshot whose files are being written in the background.
+  struct Pending {
+    int64_t iter = 0;
+    std::future<std::string> failure;  // "" once every file of it is written
+  };
+  std::optional<Pending> pending_;
 
   std::string folder_;
   io::FileSystem& fs_;

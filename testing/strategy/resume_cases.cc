@@ -145,6 +145,7 @@ Outcome train(const Case& c, int64_t checkpoint_interval, std::optional<int64_t>
   options.work_dir = dir;
   CrashingCommits commits(snapshots.crash_at_commit);
   options.snapshot_interval = snapshots.interval;
+  options.snapshot_overlap = snapshots.overlap;
   if (snapshots.interval > 0) {
     const int rank = engine::dist::get_rank();
     options.snapshot_dir = folder(snapshots.dir, rank * snapshots.nodes / c.world_size);

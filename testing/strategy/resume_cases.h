@@ -86,6 +86,7 @@ struct Snapshotting {
   std::string dir;
   std::optional<int64_t> crash_at_commit;
   int nodes = 1;
+  bool overlap = false;  // RunnerOptions::snapshot_overlap
 };
 std::string folder(const std::string& dir, int node);
 

@@ -36,11 +36,14 @@ std::string work_dir(const std::string& name) {
 
 // How often a run saves its state: a checkpoint every `checkpoint` and a
 // snapshot every `snapshot` iterations (0: never), no snapshot where a
-// checkpoint was written nor after the last iteration.
+// checkpoint was written nor after the last iteration. With `overlap` a
+// snapshot is committed as the iteration after it ends, before anything
+// that iteration saves; else as it is taken.
 struct Saving {
   int64_t checkpoint = 0;
   int64_t snapshot = 0;
   int64_t max_iters = 0;
+  bool overlap = false;
 
   static bool every(int64_t interval, int64_t done) {
     return interval > 0 && done > 0 && done % interval == 0;
@@ -48,19 +51,23 @@ struct Saving {
   bool snapshot_after(int64_t done) const {
     return every(snapshot, done) && !every(checkpoint, done) && done < max_iters;
   }
+  // Whether a snapshot is committed as iteration `done` ends.
+  bool commit_after(int64_t done) const {
+    return overlap ? snapshot_after(done - 1) : snapshot_after(done);
+  }
   // The iteration of the newest state saved once `done` iterations ran.
   int64_t newest(int64_t done) const {
     int64_t at = 0;
     for (int64_t i = 1; i <= done; ++i) {
-      if (every(checkpoint, i) || snapshot_after(i)) at = i;
+      if (every(checkpoint, i) || (snapshot_after(i) && (!overlap || i < done))) at = i;
     }
     return at;
   }
 };
 
 // One crash: after `done` iterations (counted over all of a run's attempts),
-// as the next batch is drawn or, where a snapshot is taken then, as it is
-// committed.
+// as the next batch is drawn or, where a snapshot is committed then, at its
+// commit.
 struct Crash {
   int64_t done = 0;
   bool in_commit = false;
@@ -74,7 +81,7 @@ std::vector<Crash> crash_plan(const Saving& saving) {
   points.erase(std::unique(points.begin(), points.end()), points.end());
   std::vector<Crash> plan;
   for (const int64_t done : points) {
-    plan.push_back({done, saving.snapshot_after(done) && *rc::gen::arbitrary<bool>()});
+    plan.push_back({done, saving.commit_after(done) && *rc::gen::arbitrary<bool>()});
   }
   return plan;
 }
@@ -84,7 +91,7 @@ std::vector<Crash> crash_plan(const Saving& saving) {
 // committed), each attempt resuming from the newest checkpoint or committed
 // snapshot ("auto"), a run ends bit-identical to one that never stopped, and
 // its last attempt starts from the newest state saved, also when a node's
-// snapshot folder was lost.
+// snapshot folder was lost or snapshots were written in the background.
 HARNESS_PROP(ResumeProperty, ARunCrashedAndResumedAnyNumberOfTimesEndsBitIdentical, ()) {
   const std::string strategy =
       *rc::gen::element<std::string>("DDPStrategy", "FSDPStrategy", "ZeroStrategy");
@@ -92,7 +99,7 @@ HARNESS_PROP(ResumeProperty, ARunCrashedAndResumedAnyNumberOfTimesEndsBitIdentic
       *resume_cases::resume_case(*rc::gen::inRange(1, harness::max_world_size(4) + 1), strategy);
   c.process_generator = harness::process_mode();
   const Saving saving{*rc::gen::inRange<int64_t>(0, 5), *rc::gen::inRange<int64_t>(0, 4),
-                      c.max_iters};
+                      c.max_iters, *rc::gen::arbitrary<bool>()};
   const std::vector<Crash> plan = crash_plan(saving);
   const auto straight_dir = work_dir("straight");
   const auto stopped_dir = work_dir("stopped");
@@ -100,8 +107,10 @@ HARNESS_PROP(ResumeProperty, ARunCrashedAndResumedAnyNumberOfTimesEndsBitIdentic
   // crash, with several, one node may come back without its folder's
   // content (a node replaced): the others hold a copy of all it held.
   const resume_cases::Snapshotting snapshots{saving.snapshot, work_dir("snapshots"), std::nullopt,
-                                             *rc::gen::inRange(1, c.world_size + 1)};
-  RC_TAG(c.strategy, c.zero_stage, c.world_size, plan.size(), saving.snapshot > 0, snapshots.nodes,
+                                             *rc::gen::inRange(1, c.world_size + 1),
+                                             saving.overlap};
+  RC_TAG(c.strategy, c.zero_stage, c.world_size, plan.size(), saving.snapshot > 0,
+         saving.overlap ? "overlapped" : "", snapshots.nodes,
          c.comm_hook.is_null() ? "no hook" : "PowerSGD", c.loss_scale.is_null() ? "fp32" : "amp",
          c.zero_redundancy ? "zero-1" : "");
   const auto straight = harness::collect_ranks<Outcome>(c.world_size, [&](int) {
@@ -114,8 +123,10 @@ HARNESS_PROP(ResumeProperty, ARunCrashedAndResumedAnyNumberOfTimesEndsBitIdentic
     if (crash.in_commit) {
       crash_at_batch.reset();
       attempt.crash_at_commit = 0;
+      // A snapshot this attempt took: not the one it resumed from.
       for (int64_t i = resumed_at + 1; i <= crash.done; ++i) {
-        *attempt.crash_at_commit += saving.snapshot_after(i) ? 1 : 0;
+        const int64_t taken = saving.overlap ? i - 1 : i;
+        *attempt.crash_at_commit += taken > resumed_at && saving.commit_after(i) ? 1 : 0;
       }
     }
     try {

@@ -6,9 +6,12 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/equal.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,6 +27,7 @@
 #include "engine/runner/runner.h"
 #include "examples/classifier.h"
 #include "testing/harness.h"
+#include "testing/io/failing_file_system.h"
 
 namespace {
 
@@ -69,6 +73,69 @@ TEST(SnapshotsTest, OnlyTheCommittedSnapshotStaysAndAnotherResumesFromIt) {
     const auto resumed = prepared_strategy()->resume(newest->path).progress;
     EXPECT_EQ(resumed.iter, 6);
     EXPECT_EQ(resumed.epoch_position, 20);
+  });
+}
+
+// Copies of a module's parameters, in order.
+std::vector<at::Tensor> parameters_of(torch::nn::Module& module) {
+  std::vector<at::Tensor> out;
+  for (const auto& parameter : module.parameters()) out.push_back(parameter.detach().clone());
+  return out;
+}
+
+// Taken in the background, a snapshot holds the state as it was taken though
+// training changes it at once, and is not what a restart finds until
+// settle() commits it.
+TEST(SnapshotsTest, OneTakenInTheBackgroundHoldsTheStateTakenOnceSettled) {
+  for (const std::string type : {"DDPStrategy", "FSDPStrategy"}) {
+    const std::string folder = fresh_folder("background_" + type);
+    harness::run_ranks(2, [&](int) {
+      engine::snapshot::Snapshots snapshots(folder);
+      auto strategy = prepared_strategy(type);
+      snapshots.take(*strategy, {4, 1, 12});
+      const std::vector<at::Tensor> taken = parameters_of(strategy->module());
+      snapshots.take_in_background(*strategy, {6, 1, 20});
+      {
+        at::NoGradGuard no_grad;
+        for (auto& parameter : strategy->module().parameters()) parameter.add_(1);
+      }
+      EXPECT_EQ(snapshots.newest()->iter, 4) << type;
+      snapshots.settle();
+      const auto newest = snapshots.newest();
+      ASSERT_TRUE(newest.has_value());
+      EXPECT_EQ(newest->iter, 6) << type;
+      auto resumed = prepared_strategy(type);
+      EXPECT_EQ(resumed->resume(newest->path).progress.epoch_position, 20);
+      const std::vector<at::Tensor> held = parameters_of(resumed->module());
+      ASSERT_EQ(held.size(), taken.size());
+      for (size_t i = 0; i < held.size(); ++i) EXPECT_TRUE(at::equal(held[i], taken[i])) << type;
+    });
+    EXPECT_EQ(names_in(folder), (std::set<std::string>{"COMMITTED", "snapshot_iter_6.pth"}));
+  }
+}
+
+TEST(SnapshotsTest, AWriteThatFailsInTheBackgroundFailsSettleOnEveryRank) {
+  const std::string folder = fresh_folder("background_failure");
+  harness::run_ranks(2, [&](int rank) {
+    engine::snapshot::Snapshots snapshots(folder);
+    auto strategy = prepared_strategy("FSDPStrategy");
+    snapshots.take(*strategy, {4, 1, 12});
+    failing_fs::FailingFileSystem disk;
+    if (rank == 1) disk.fail_at(0, ENOSPC);
+    strategy->set_file_system(disk);
+    snapshots.take_in_background(*strategy, {6, 1, 20});
+    try {
+      snapshots.settle();
+      ADD_FAILURE() << "settle() did not fail on rank " << rank;
+    } catch (const engine::checkpoint::CheckpointError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("rank 1 could not write the snapshot of iteration 6"),
+                std::string::npos)
+          << message;
+      EXPECT_EQ(message.find("rank 0 could not"), std::string::npos) << message;
+    }
+    snapshots.settle();  // nothing is pending any more
+    EXPECT_EQ(snapshots.newest()->iter, 4);
   });
 }
 

@@ -1,14 +1,16 @@
 """What a crash costs a job restarted by engine-launch --max-restarts 1.
 
-The demo (examples/train) on 2 gloo processes, its last rank SIGKILLed as it
-draws batch --kill-at, restarted from the newest state saved: the peer
-(torchrun's way) from the last checkpoint on disk (every
+The demo (examples/train) on --nproc-per-node gloo processes (2), its last
+rank SIGKILLed as it draws batch --kill-at, restarted from the newest state
+saved: the peer (torchrun's way) from the last checkpoint on disk (every
 --checkpoint-interval iterations), ours from a snapshot in memory (every
---snapshot-interval iterations) as well. Alternated round by round. Each run
-prints one line: where it resumed, the iterations computed twice, the time
-from the kill to the restarted job's first step and to the end of the
-iteration it was killed in (the job back where it was), its mean step after
-the restart (checkpoints and snapshots included) and the mean snapshot. Lines come timestamped as the launcher relays them.
+--snapshot-interval iterations) as well, written while the next iteration
+trains in mode "overlapped" (--snapshot-overlap 1). The --modes alternate
+round by round. Each run prints one line: where it resumed, the iterations
+computed twice, the time from the kill to the restarted job's first step and
+to the end of the iteration it was killed in (the job back where it was), its
+mean step after the restart (checkpoints and snapshots included) and the
+mean snapshot. Lines come timestamped as the launcher relays them.
 
   python3 tools/bench/recovery.py --config examples/train_config.json \
       --iters 60 --checkpoint-interval 20 --snapshot-interval 1 --kill-at 39
@@ -43,13 +45,22 @@ def first(lines, pattern, after=0.0):
     raise SystemExit(f"recovery: no line matches {pattern!r}")
 
 
-def run(args, config, snapshots, work):
-    command = [args.launch, "--nproc-per-node", "2", "--max-restarts", "1", args.train,
+# What each mode adds to the job's command line.
+MODES = {
+    "checkpoint": lambda args: [],
+    "snapshots": lambda args: ["--snapshot-interval", str(args.snapshot_interval)],
+    "overlapped": lambda args: ["--snapshot-interval", str(args.snapshot_interval),
+                                "--snapshot-overlap", "1"],
+}
+
+
+def run(args, config, mode, work):
+    command = [args.launch, "--nproc-per-node", str(args.nproc_per_node), "--max-restarts", "1",
+               args.train,
                "--config", config, "--launcher", "pytorch", "--backend", "gloo",
                "--iters", str(args.iters), "--checkpoint-interval", str(args.checkpoint_interval),
                "--resume", "auto", "--work-dir", work, "--fail-after-batches", str(args.kill_at)]
-    if snapshots:
-        command += ["--snapshot-interval", str(args.snapshot_interval)]
+    command += MODES[mode](args)
     lines = timed_lines(command)
     killed, _ = first(lines, r"this rank kills itself now")
     resumed, match = first(lines, r"resumed from \S+ at iteration (\d+)", killed)
@@ -59,7 +70,7 @@ def run(args, config, snapshots, work):
     last, _ = first(lines, rf"\] iter {args.iters}/", back)
     snapshot = re.search(r"snapshots took ([0-9.]+) ms", "\n".join(l for _, l in lines))
     step_ms = 1000 * (last - first_step) / (args.iters - resumed_at - 1)
-    return (f"{'snapshots' if snapshots else 'checkpoint'}: resumed at {resumed_at}, "
+    return (f"{mode}: resumed at {resumed_at}, "
             f"{args.kill_at - 1 - resumed_at} iterations again; kill to first step "
             f"{first_step - killed:.2f} s, to iteration {args.kill_at} done {back - killed:.2f} s; "
             f"step with saving {step_ms:.1f} ms" +
@@ -73,12 +84,18 @@ def main():
     parser.add_argument("--config", default="examples/train_config.json")
     parser.add_argument("--model", type=json.loads, help="replaces the config's model (JSON)")
     parser.add_argument("--strategy", type=json.loads, help="replaces its strategy (JSON)")
+    parser.add_argument("--nproc-per-node", type=int, default=2)
     parser.add_argument("--iters", type=int, default=60)
     parser.add_argument("--checkpoint-interval", type=int, default=20)
     parser.add_argument("--snapshot-interval", type=int, default=1)
     parser.add_argument("--kill-at", type=int, default=39)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modes", default="checkpoint,snapshots",
+                        help="comma-separated, run in this order each round: " + ", ".join(MODES))
     args = parser.parse_args()
+    modes = args.modes.split(",")
+    if not set(modes) <= set(MODES):
+        parser.error(f"--modes takes {', '.join(MODES)}; got {args.modes}")
     with open(args.config) as f:
         config = json.load(f)
     config["train"]["log_interval"] = 1
@@ -95,9 +112,9 @@ def main():
         with open(path, "w") as f:
             json.dump(config, f)
         for round_number in range(args.rounds):
-            for snapshots in (False, True):
-                work = os.path.join(scratch, f"work_{round_number}_{int(snapshots)}")
-                print(f"round {round_number}, {run(args, path, snapshots, work)}", flush=True)
+            for mode in modes:
+                work = os.path.join(scratch, f"work_{round_number}_{mode}")
+                print(f"round {round_number}, {run(args, path, mode, work)}", flush=True)
                 shutil.rmtree(work)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

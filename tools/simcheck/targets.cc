@@ -61,15 +61,17 @@ Target ddp(uint64_t seed, int world_size) {
 
 // The exact-resume property's training (testing/strategy/resume_cases.h)
 // under `strategy_type`: a case drawn from `seed`, checkpoints every
-// c.stop_at iterations and snapshots every 1-3 (from the seed); resumed from
-// the newest of them, so a crash in the middle of a snapshot's collectives
-// must leave the previous snapshot whole.
+// c.stop_at iterations and snapshots every 1-3, half of them written in the
+// background (from the seed); resumed from the newest of them, so a crash in
+// the middle of a snapshot's collectives must leave the previous snapshot
+// whole.
 Target strategy(uint64_t seed, int world_size, const std::string& work_dir, bool resume,
                 const std::string& strategy_type) {
   const auto c = std::make_shared<resume_cases::Case>(
       resume_cases::resume_case(world_size, strategy_type)(rc::Random(seed)).value());
   const resume_cases::Snapshotting snapshots{static_cast<int64_t>(1 + seed % 3),
-                                             work_dir + "/snapshots"};
+                                             work_dir + "/snapshots", std::nullopt, 1,
+                                             seed / 3 % 2 == 1};
   return [c, work_dir, resume, snapshots](int) {
     const auto resume_from = resume ? std::optional<std::string>("auto") : std::nullopt;
     const auto outcome =
