@@ -2,12 +2,20 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine/dist/errors.h"
@@ -192,6 +200,89 @@ struct StateDictReader {
   }
 };
 
+// The key of `param`'s state in optimizer.state(): its TensorImpl's address,
+// as a string in LibTorch 1.13 and as the pointer from 2.x.
+template <typename Key>
+Key state_key(const at::Tensor& param) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream address;  // as c10::guts::to_string writes it
+    address << static_cast<const void*>(param.unsafeGetTensorImpl());
+    return address.str();
+  } else {
+    return param.unsafeGetTensorImpl();
+  }
+}
+
+// A parameter's state as the archive gives it back: the values its
+// serialize() writes, in that order, without undefined tensors, every tensor
+// copied. std::nullopt for a state of a type not listed here.
+std::optional<ValueDict> values_read_directly(const torch::optim::OptimizerParamState& state) {
+  ValueDict out = empty_value_dict();
+  const auto add = [&](const char* name, const c10::IValue& value) {
+    if (!value.isTensor()) {
+      out.insert(name, value);
+    } else if (value.toTensor().defined()) {
+      out.insert(name, value.toTensor().detach().clone());
+    }
+  };
+  const auto adam_like = [&](const auto& adam) {
+    add("step", adam.step());
+    add("exp_avg", adam.exp_avg());
+    add("exp_avg_sq", adam.exp_avg_sq());
+    add("max_exp_avg_sq", adam.max_exp_avg_sq());
+  };
+  if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(&state)) {
+    add("momentum_buffer", sgd->momentum_buffer());
+  } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(&state)) {
+    adam_like(*adam);
+  } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(&state)) {
+    adam_like(*adamw);
+  } else if (const auto* adagrad = dynamic_cast<const torch::optim::AdagradParamState*>(&state)) {
+    add("step", adagrad->step());
+    add("sum", adagrad->sum());
+  } else if (const auto* rmsprop = dynamic_cast<const torch::optim::RMSpropParamState*>(&state)) {
+    add("step", rmsprop->step());
+    add("square_avg", rmsprop->square_avg());
+    add("momentum_buffer", rmsprop->momentum_buffer());
+    add("grad_avg", rmsprop->grad_avg());
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
+ValueDict options_values(const torch::optim::OptimizerOptions& options) {
+  std::lock_guard<std::mutex> lock(archive_mutex());
+  OutputArchive written;
+  options.serialize(written);
+  InputArchive read;
+  read_bytes(read, bytes_of(written));
+  return values_of(read);
+}
+
+// optimizer_state without serializing the states: std::nullopt when a state
+// is of a type values_read_directly does not know.
+std::optional<OptimizerState> state_read_directly(const torch::optim::Optimizer& optimizer) {
+  const auto& states = optimizer.state();
+  using Key = typename std::decay_t<decltype(states)>::key_type;
+  OptimizerState out;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& param : group.params()) {
+      const auto found = states.find(state_key<Key>(param));
+      if (found == states.end()) {
+        out.params.push_back(empty_value_dict());
+        continue;
+      }
+      std::optional<ValueDict> values = values_read_directly(*found->second);
+      if (!values) return std::nullopt;
+      out.params.push_back(std::move(*values));
+    }
+    out.group_options.push_back(options_values(group.options()));
+    out.group_sizes.push_back(static_cast<int64_t>(group.params().size()));
+  }
+  return out;
+}
+
 }  // namespace
 
 ValueDict empty_value_dict() { return ValueDict(c10::StringType::get(), c10::AnyType::get()); }
@@ -200,6 +291,11 @@ OptimizerState optimizer_state(const torch::optim::Optimizer& optimizer) {
   if (const auto* zero = dynamic_cast<const ZeroRedundancyOptimizer*>(&optimizer)) {
     return zero->state();
   }
+  if (std::optional<OptimizerState> state = state_read_directly(optimizer)) return *state;
+  return optimizer_state_through_archive(optimizer);
+}
+
+OptimizerState optimizer_state_through_archive(const torch::optim::Optimizer& optimizer) {
   std::lock_guard<std::mutex> lock(archive_mutex());
   OutputArchive written;
   optimizer.save(written);

@@ -35,7 +35,16 @@ struct OptimizerState {
 
 ValueDict empty_value_dict();
 
+// Every tensor in it is a copy. The states of LibTorch's SGD, Adam, AdamW,
+// Adagrad and RMSprop are read directly; any other optimizer's go through
+// optimizer_state_through_archive.
 OptimizerState optimizer_state(const torch::optim::Optimizer& optimizer);
+
+// The same through the optimizer's own save() and LibTorch's archive: any
+// optimizer whose save() keeps LibTorch's layout, at the cost of
+// serializing its state and reading it back (the reference that the direct
+// reads are tested against).
+OptimizerState optimizer_state_through_archive(const torch::optim::Optimizer& optimizer);
 
 // Replaces `optimizer`'s state and group options with `state`, as PyTorch's
 // load_state_dict does (LibTorch 1.13's own load() keeps the options). Throws
