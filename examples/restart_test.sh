@@ -11,9 +11,11 @@
 # every 1-3 iterations (--snapshot-interval), both picked by SEED: the ranks
 # must resume from the newest state saved, the snapshot in the launcher's
 # folder when it is newer than the checkpoint, and the launcher must remove
-# that folder when the job ends. STRATEGY (JSON), if set, replaces the
-# config's strategy.
-#   [SEED=N] [STRATEGY=JSON] restart_test.sh TRAIN CONFIG LAUNCHER...
+# that folder when the job ends. With OVERLAP=1 as well, the snapshots are
+# written beside the next iteration (--snapshot-overlap 1), each committed
+# once that iteration ends. STRATEGY (JSON), if set, replaces the config's
+# strategy.
+#   [SEED=N [OVERLAP=1]] [STRATEGY=JSON] restart_test.sh TRAIN CONFIG LAUNCHER...
 set -euo pipefail
 # Under Bazel the script may run from another package's folder.
 examples=$(dirname "$0")
@@ -31,6 +33,7 @@ if [[ -n ${SEED:-} ]]; then
   kill_at=$((2 + RANDOM % 58))
   every=$((1 + RANDOM % 3))
   saving=(--snapshot-interval "$every")
+  [[ ${OVERLAP:-0} != 1 ]] || saving+=(--snapshot-overlap 1)
 fi
 run() {  # WORK_DIR [FLAGS...]: the flags go to the launcher (--max-restarts) or the demo
   local dir=$1 launcher_flags=() train_flags=()
@@ -52,7 +55,8 @@ expect "rank 1 was killed by signal 9" "$restarted"
 expect "restarting every rank (restart 1 of 1)" "$restarted"
 done_iters=$((kill_at - 1))
 checkpoint=$((done_iters / 20 * 20))
-snapshot=$((${every:-0} > 0 ? done_iters / every * every : 0))
+committed=$((${OVERLAP:-0} == 1 ? done_iters - 1 : done_iters))  # the last snapshot's commit
+snapshot=$((${every:-0} > 0 ? committed / every * every : 0))
 if ((snapshot > checkpoint)); then
   expect "snapshots took" "$clean"
   expect "resumed from .*/engine-launch-[A-Za-z0-9]*/snapshot_iter_$snapshot.pth at iteration $snapshot," "$restarted"
