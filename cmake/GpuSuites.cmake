@@ -26,10 +26,10 @@ add_library(dist_engine_rapidcheck_seed OBJECT third_party/system/rapidcheck_see
 # suite as its source's tests (SUITE_SOURCE, testing/suite_source.h), as
 # the Bazel build's process runs do; ddp_equivalence has its own main.
 add_executable(gpu_suites
-  testing/arguments_test.cc
-  testing/movement_property_test.cc
-  testing/reduction_property_test.cc
-  testing/helpers_test.cc
+  testing/dist/arguments_test.cc
+  testing/dist/movement_property_test.cc
+  testing/dist/reduction_property_test.cc
+  testing/dist/helpers_test.cc
   testing/model/sharded_equivalence_property_test.cc
   testing/model/amp_test.cc
   testing/model/join_test.cc

@@ -10,7 +10,7 @@
 // reproduce value (RC_PARAMS). Under Bazel the target is TEST_TARGET.
 namespace repro {
 
-// "bazel test //testing:simulator_tests --test_filter=Faults.X
+// "bazel test //testing/dist:simulator_tests --test_filter=Faults.X
 // --test_env=SIM_SEED=1 [--test_env=RC_PARAMS='reproduce=...']" (no filter
 // when `test_name` is empty: a binary that is one property).
 std::string command_for(const std::string& test_name, const std::string& rc_params);
