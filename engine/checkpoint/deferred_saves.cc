@@ -1,12 +1,16 @@
 #include "engine/checkpoint/deferred_saves.h"
 
 #include <ATen/core/grad_mode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
+#include <exception>
 #include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/checkpoint/file.h"
-#include "engine/dist/helpers.h"
 
 namespace engine::checkpoint {
 namespace {
@@ -14,6 +18,24 @@ namespace {
 // The capture of this thread, if any. Per thread: the simulator's ranks are
 // threads of one process, each saving its own part.
 thread_local DeferredSaves* capturing_thread = nullptr;
+
+// Copies of tensors on an accelerator are queued on this thread's current
+// stream of their device, and the writing thread reads them on streams of
+// its own: they must be done before save_file returns.
+void wait_for_copies(const c10::IValue& copies) {
+  std::vector<at::Device> devices;
+  copies.visit([&](const c10::IValue& value) {
+    if (!value.isTensor()) return false;
+    const at::Device device = value.toTensor().device();
+    if (!device.is_cpu() && std::find(devices.begin(), devices.end(), device) == devices.end()) {
+      devices.push_back(device);
+    }
+    return true;
+  });
+  for (const at::Device& device : devices) {
+    c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
+  }
+}
 
 }  // namespace
 
@@ -35,7 +57,9 @@ bool DeferredSaves::defer(const std::string& path, const c10::IValue& content, i
   // A copy that autograd does not track: a clone of a tensor that requires
   // grad would keep its graph alive until the write.
   at::NoGradGuard no_grad;
-  capturing_thread->saves_.push_back({path, content.deepcopy(), &fs});
+  c10::IValue copies = content.deepcopy();
+  wait_for_copies(copies);
+  capturing_thread->saves_.push_back({path, std::move(copies), &fs});
   return true;
 }
 
@@ -43,8 +67,11 @@ std::future<std::string> DeferredSaves::write_in_background() {
   end_capture();
   return std::async(std::launch::async, [saves = std::move(saves_)] {
     for (const Save& save : saves) {
-      std::string failure = dist::failure_of([&] { save_file(save.path, save.content, *save.fs); });
-      if (!failure.empty()) return failure;
+      try {
+        save_file(save.path, save.content, *save.fs);
+      } catch (const std::exception& error) {
+        return std::string(error.what());
+      }
     }
     return std::string();
   });

@@ -17,8 +17,9 @@ class DeferredSaves {
  public:
   // From here until write_in_background() or the destructor, every
   // save_file (file.h) on this thread copies its content, every tensor in it
-  // cloned, and queues it instead of writing it: the caller may change or
-  // free what it saved as soon as save_file returns. Only one may capture a
+  // cloned on its device (and waited for there), and queues it instead of
+  // writing it: the caller may change or free what it saved as soon as
+  // save_file returns. Only one may capture a
   // thread at a time (a second throws std::logic_error).
   DeferredSaves();
   // Ends the capture; saves not handed to write_in_background() are dropped.

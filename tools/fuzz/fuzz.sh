@@ -28,8 +28,9 @@ declare -A sources=(
   [sharded_checkpoint_fuzz]="tools/fuzz/outside_a_job.cc tools/fuzz/sharded_input.cc
     engine/checkpoint/sharded/sharded_load.cc
     engine/checkpoint/sharded/reshard.cc engine/checkpoint/sharded/directory.cc
-    engine/checkpoint/file.cc engine/dist/pickle.cc engine/dist/pickle_bounds.cc
-    engine/dist/zip_index.cc engine/model/sharding/shard_layout.cc engine/io/atomic_file.cc
+    engine/checkpoint/file.cc engine/checkpoint/deferred_saves.cc engine/dist/pickle.cc
+    engine/dist/pickle_bounds.cc engine/dist/zip_index.cc engine/model/sharding/shard_layout.cc
+    engine/io/atomic_file.cc
     engine/io/file_system.cc"
 )
 declare -A seeds=(
