@@ -20,7 +20,6 @@
 
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
-#include "engine/dist/pickle.h"
 #include "engine/optim/zero_redundancy_optimizer.h"
 
 namespace engine::optim {
@@ -36,20 +35,18 @@ std::mutex& archive_mutex() {
   return mutex;
 }
 
-at::Tensor bytes_of(OutputArchive& archive) {
+// What `written` holds, serialized and read back: LibTorch shows an
+// archive's values only through an InputArchive.
+InputArchive read_back(OutputArchive& written) {
   std::vector<char> bytes;
-  archive.save_to([&](const void* data, size_t size) {
+  written.save_to([&](const void* data, size_t size) {
     const auto* begin = static_cast<const char*>(data);
     bytes.insert(bytes.end(), begin, begin + size);
     return size;
   });
-  return dist::adopt_bytes(std::move(bytes));
-}
-
-void read_bytes(InputArchive& archive, const at::Tensor& bytes) {
-  const at::Tensor contiguous = bytes.contiguous();
-  archive.load_from(static_cast<const char*>(contiguous.data_ptr()),
-                    static_cast<size_t>(contiguous.numel()));
+  InputArchive read;
+  read.load_from(bytes.data(), bytes.size());
+  return read;
 }
 
 // Every value of an archive that holds only values (no nested archives).
@@ -158,8 +155,7 @@ void load_group_options(torch::optim::Optimizer& optimizer, const OptimizerState
   for (size_t g = 0; g < state.group_options.size(); ++g) {
     OutputArchive written;
     write_values(written, state.group_options[g]);
-    InputArchive read;
-    read_bytes(read, bytes_of(written));
+    InputArchive read = read_back(written);
     optimizer.param_groups()[g].options().serialize(read);
   }
 }
@@ -255,8 +251,7 @@ ValueDict options_values(const torch::optim::OptimizerOptions& options) {
   std::lock_guard<std::mutex> lock(archive_mutex());
   OutputArchive written;
   options.serialize(written);
-  InputArchive read;
-  read_bytes(read, bytes_of(written));
+  InputArchive read = read_back(written);
   return values_of(read);
 }
 
@@ -299,8 +294,7 @@ OptimizerState optimizer_state_through_archive(const torch::optim::Optimizer& op
   std::lock_guard<std::mutex> lock(archive_mutex());
   OutputArchive written;
   optimizer.save(written);
-  InputArchive read;
-  read_bytes(read, bytes_of(written));
+  InputArchive read = read_back(written);
   return parse(read);
 }
 
@@ -311,8 +305,7 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerSta
   std::lock_guard<std::mutex> lock(archive_mutex());
   OutputArchive written;
   build(written, state);
-  InputArchive read;
-  read_bytes(read, bytes_of(written));
+  InputArchive read = read_back(written);
   try {
     optimizer.load(read);
     load_group_options(optimizer, state);
