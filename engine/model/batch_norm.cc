@@ -16,6 +16,7 @@
 #include "engine/dist/collectives.h"
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
+#include "engine/model/join/join.h"
 
 namespace engine::model {
 namespace {
@@ -42,12 +43,16 @@ struct GroupStatistics {
   double count = 0;  // samples per channel over the group
 };
 
+// A rank shadowing the others' iteration under a Join counts as a rank
+// without samples: it is normalised with their statistics and adds none.
 GroupStatistics group_statistics(const at::Tensor& input, const dist::GroupPtr& group) {
   const auto dims = reduced_dims(input);
   const int64_t channels = input.size(1);
-  at::Tensor sums = at::cat({input.sum(dims, false, at::kDouble),
-                             at::full({1}, double(input.numel() / std::max<int64_t>(channels, 1)),
-                                      input.options().dtype(at::kDouble))});
+  const double weight = shadowing() ? 0.0 : 1.0;
+  at::Tensor sums =
+      at::cat({input.sum(dims, false, at::kDouble) * weight,
+               at::full({1}, weight * double(input.numel() / std::max<int64_t>(channels, 1)),
+                        input.options().dtype(at::kDouble))});
   dist::all_reduce(sums, "sum", group);
   GroupStatistics stats;
   stats.count = sums[channels].item<double>();
@@ -60,7 +65,7 @@ GroupStatistics group_statistics(const at::Tensor& input, const dist::GroupPtr& 
   }
   stats.mean = sums.narrow(0, 0, channels) / stats.count;
   at::Tensor centred = input.to(at::kDouble) - per_channel(stats.mean, input);
-  at::Tensor squares = (centred * centred).sum(dims);
+  at::Tensor squares = (centred * centred).sum(dims) * weight;
   dist::all_reduce(squares, "sum", group);
   stats.var = squares / stats.count;
   return stats;

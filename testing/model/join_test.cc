@@ -1,12 +1,14 @@
-// Join with MMDistributedDataParallel: ranks with different numbers of
-// batches train, under every reducer option that changes the collectives,
-// to the single-process run that sums each iteration's gradients over the
-// ranks still training and divides by the group size (PyTorch's weighting),
-// and end with the same parameters and buffers on every rank; the failure
-// modes are typed errors on every rank.
+// Join with MMDistributedDataParallel, MMFullyShardedDataParallel and
+// MMZeroDataParallel: ranks with different numbers of batches train, under
+// every option that changes the collectives, to the single-process run that
+// sums each iteration's gradients over the ranks still training and divides
+// by the group size (PyTorch's weighting), and end with the same parameters
+// and buffers on every rank; the failure modes are typed errors on every
+// rank.
 #include "engine/model/join/join.h"
 
 #include <gtest/gtest.h>
+#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
 #include <torch/types.h>
 
@@ -18,8 +20,11 @@
 #include <vector>
 
 #include "engine/dist/errors.h"
+#include "engine/model/batch_norm.h"
 #include "engine/model/comm_hooks/comm_hook.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
+#include "engine/model/wrappers/fully_sharded_data_parallel.h"
+#include "engine/model/wrappers/zero_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
 #include "testing/harness.h"
 #include "testing/model/nets.h"
@@ -65,25 +70,69 @@ std::map<std::string, at::Tensor> state_of(torch::nn::Module& module) {
   return out;
 }
 
+// How the sharded runs step: accumulation, clipping and momentum, which
+// the serial run repeats.
+struct Stepping {
+  int64_t accumulative_counts = 1;
+  std::optional<double> max_norm;  // clip_grad by norm
+  double momentum = 0;
+};
+
 // One process: each iteration, the gradients of the ranks that still have a
-// batch, summed and divided by the group size; the buffers as the rank that
-// trains longest leaves them.
+// batch, summed and divided by the group size (and by the accumulation
+// group's size), a step at the end of each full accumulation group; the
+// buffers as the rank that trains longest leaves them.
 std::map<std::string, at::Tensor> serial_run(const nets::TestNet& initial,
-                                             const std::vector<int>& counts) {
+                                             const std::vector<int>& counts,
+                                             const Stepping& stepping = {}) {
   auto net = nets::make_net(join_net());
   nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
-  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(kLr));
+  torch::optim::SGD sgd(net->parameters(),
+                        torch::optim::SGDOptions(kLr).momentum(stepping.momentum));
   const int world = static_cast<int>(counts.size());
   const int longest = *std::max_element(counts.begin(), counts.end());
+  const int64_t group = stepping.accumulative_counts;
+  sgd.zero_grad();
   for (int it = 0; it < longest; ++it) {
-    sgd.zero_grad();
     for (int rank = 0; rank < world; ++rank) {
       if (it >= counts[rank]) continue;
-      (net->forward(batch(rank, it, at::kCPU), ForwardMode::kLoss).at("loss") / world).backward();
+      at::Tensor loss = net->forward(batch(rank, it, at::kCPU), ForwardMode::kLoss).at("loss");
+      (loss / world / group).backward();
     }
+    if ((it + 1) % group != 0) continue;
+    if (stepping.max_norm) torch::nn::utils::clip_grad_norm_(net->parameters(), *stepping.max_norm);
     sgd.step();
+    sgd.zero_grad();
   }
   return state_of(*net);
+}
+
+// Every rank's state equals the serial run's (the meter's forwards: the
+// longest rank's), and rank 0's bit for bit.
+void expect_serial_state(const std::vector<std::vector<at::Tensor>>& seen,
+                         const std::map<std::string, at::Tensor>& expected,
+                         const std::vector<int>& counts) {
+  size_t i = 0;
+  for (const auto& [name, want] : expected) {
+    const at::Tensor& got = seen[0][i++];
+    if (name == "body.meter.forwards") {
+      EXPECT_EQ(got.item<double>(), *std::max_element(counts.begin(), counts.end()));
+      continue;
+    }
+    EXPECT_TRUE(torch::allclose(got, want, 1e-9, 1e-12))
+        << name << ": " << got << "\nwanted " << want;
+  }
+  for (size_t rank = 1; rank < seen.size(); ++rank) {
+    for (size_t t = 0; t < seen[0].size(); ++t) {
+      EXPECT_TRUE(torch::equal(seen[rank][t], seen[0][t])) << "rank " << rank << ", tensor " << t;
+    }
+  }
+}
+
+std::vector<at::Tensor> state_list(torch::nn::Module& module) {
+  std::vector<at::Tensor> state;
+  for (const auto& [name, value] : state_of(module)) state.push_back(value);
+  return state;
 }
 
 struct Variant {
@@ -128,27 +177,147 @@ TEST(Join, UnevenRanksTrainToTheSerialRunAndEndAlike) {
       Join join({ddp.get()});
       for (int it = 0; it < counts[rank]; ++it) ddp->train_step(batch(rank, it), optim);
       join.finish();
-      std::vector<at::Tensor> state;
-      for (const auto& [name, value] : state_of(*net)) state.push_back(value);
-      return state;
+      return state_list(*net);
     });
-    size_t i = 0;
-    for (const auto& [name, want] : expected) {
-      const at::Tensor& got = seen[0][i++];
-      if (name == "body.meter.forwards") {
-        // The forwards of the rank that trained longest.
-        EXPECT_EQ(got.item<double>(), *std::max_element(counts.begin(), counts.end()));
-        continue;
-      }
-      EXPECT_TRUE(torch::allclose(got, want, 1e-9, 1e-12))
-          << name << ": " << got << "\nwanted " << want;
-    }
-    for (int rank = 1; rank < world; ++rank) {
-      for (size_t t = 0; t < seen[0].size(); ++t) {
-        EXPECT_TRUE(torch::equal(seen[rank][t], seen[0][t])) << "rank " << rank << ", tensor " << t;
-      }
-    }
+    expect_serial_state(seen, expected, counts);
   }
+}
+
+// A sharded wrapper and how it steps.
+struct ShardedVariant {
+  std::string name;
+  std::function<std::shared_ptr<engine::model::MMFullyShardedDataParallel>(
+      std::shared_ptr<nets::TestNet>)>
+      wrap;
+  Stepping stepping;
+};
+
+std::shared_ptr<engine::model::MMFullyShardedDataParallel> fsdp(
+    std::shared_ptr<nets::TestNet> net, engine::model::FSDPOptions options) {
+  options.auto_wrap_policy.module_types = {"Linear"};
+  return std::make_shared<engine::model::MMFullyShardedDataParallel>(std::move(net), options);
+}
+
+std::shared_ptr<engine::model::MMFullyShardedDataParallel> zero(std::shared_ptr<nets::TestNet> net,
+                                                                int stage, bool overlap) {
+  engine::model::ZeroOptions options;
+  options.stage = stage;
+  options.overlap_comm = overlap;
+  options.reduce_bucket_size = 8;  // several buckets
+  return std::make_shared<engine::model::MMZeroDataParallel>(std::move(net), options);
+}
+
+std::vector<ShardedVariant> sharded_variants() {
+  using engine::model::FSDPOptions;
+  using engine::model::ShardingStrategy;
+  auto strategy = [](ShardingStrategy kind) {
+    FSDPOptions options;
+    options.sharding_strategy = kind;
+    return options;
+  };
+  FSDPOptions prefetching = strategy(ShardingStrategy::kShardGradOp);
+  prefetching.forward_prefetch = true;
+  FSDPOptions hybrid = strategy(ShardingStrategy::kHybridShard);
+  hybrid.hybrid_shard_size = 1;
+  const Stepping plain, accumulating{2, std::nullopt, 0.9}, clipping{1, 0.05, 0.9};
+  return {
+      {"FULL_SHARD", [](auto net) { return fsdp(net, FSDPOptions{}); }, plain},
+      {"FULL_SHARD accumulating", [](auto net) { return fsdp(net, FSDPOptions{}); }, accumulating},
+      {"FULL_SHARD clipping", [](auto net) { return fsdp(net, FSDPOptions{}); }, clipping},
+      {"SHARD_GRAD_OP forward_prefetch", [=](auto net) { return fsdp(net, prefetching); },
+       accumulating},
+      {"NO_SHARD", [=](auto net) { return fsdp(net, strategy(ShardingStrategy::kNoShard)); },
+       clipping},
+      {"HYBRID_SHARD", [=](auto net) { return fsdp(net, hybrid); }, accumulating},
+      {"ZeRO-1", [](auto net) { return zero(net, 1, false); }, accumulating},
+      {"ZeRO-2", [](auto net) { return zero(net, 2, false); }, clipping},
+      {"ZeRO-2 overlap_comm", [](auto net) { return zero(net, 2, true); }, accumulating},
+  };
+}
+
+// A rank that joined runs its last step again with its loss times zero: it
+// makes the others' collectives and steps its shard of the optimizer with
+// their averaged gradients.
+TEST(Join, ShardedWrappersTrainUnevenRanksToTheSerialRunAndEndAlike) {
+  const int world = harness::max_world_size(3);
+  const std::vector<int> counts = batches_per_rank(world);
+  torch::manual_seed(7);
+  const auto initial = nets::make_net(join_net());
+  for (const ShardedVariant& variant : sharded_variants()) {
+    SCOPED_TRACE(variant.name);
+    const auto expected = serial_run(*initial, counts, variant.stepping);
+    const auto seen = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
+      auto net = nets::make_net(join_net());
+      nets::copy_state(*initial, *net);
+      net->to(harness::device());
+      auto wrapper = variant.wrap(net);
+      engine::optim::OptimWrapperOptions stepping;
+      stepping.accumulative_counts = variant.stepping.accumulative_counts;
+      if (variant.stepping.max_norm) {
+        stepping.clip_grad = engine::optim::ClipGrad{};
+        stepping.clip_grad->max_norm = *variant.stepping.max_norm;
+      }
+      engine::optim::OptimWrapper optim(
+          std::make_shared<torch::optim::SGD>(
+              wrapper->parameters(),
+              torch::optim::SGDOptions(kLr).momentum(variant.stepping.momentum)),
+          stepping);
+      Join join({wrapper.get()});
+      for (int it = 0; it < counts[rank]; ++it) wrapper->train_step(batch(rank, it), optim);
+      join.finish();
+      std::map<std::string, at::Tensor> state = wrapper->full_parameters();
+      for (const auto& item : net->named_buffers()) state[item.key()] = item.value();
+      std::vector<at::Tensor> values;
+      for (const auto& [name, value] : state) values.push_back(value.detach().to(at::kCPU).clone());
+      return values;
+    });
+    expect_serial_state(seen, expected, counts);
+  }
+}
+
+TEST(Join, ARankThatJoinsWithoutABatchToShadowWithIsNamedOnEveryRank) {
+  harness::run_ranks(2, [&](int rank) {
+    auto net = nets::make_net(join_net());
+    net->to(harness::device());
+    auto wrapper = fsdp(net, engine::model::FSDPOptions{});
+    engine::optim::OptimWrapper optim(
+        std::make_shared<torch::optim::SGD>(wrapper->parameters(), torch::optim::SGDOptions(kLr)));
+    Join join({wrapper.get()});
+    try {
+      for (int it = 0; it < (rank == 0 ? 2 : 0); ++it) wrapper->train_step(batch(rank, it), optim);
+      join.finish();
+      ADD_FAILURE() << "a rank without a batch to shadow with went unreported";
+    } catch (const engine::dist::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 1 of"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("before its first training step"), std::string::npos)
+          << e.what();
+    }
+  });
+}
+
+// A shadowing rank's SyncBatchNorm is normalised with the other ranks'
+// statistics and adds none: rank 0's output is what its batch alone gives.
+TEST(Join, AShadowingRankAddsNothingToSyncBatchNormStatistics) {
+  const auto input_of = [](int rank) {
+    return at::arange(12, at::kDouble)
+        .reshape({4, 3})
+        .mul(rank + 1)
+        .add(rank * 5)
+        .to(harness::device());
+  };
+  engine::model::BatchNorm local(engine::model::BatchNormOptions(3));
+  local->to(at::kDouble);
+  const at::Tensor alone = local->forward(input_of(0).to(at::kCPU));
+  const auto seen = harness::collect_ranks<at::Tensor>(2, [&](int rank) {
+    engine::model::BatchNorm norm(engine::model::BatchNormOptions(3));
+    norm->to(harness::device(), at::kDouble);
+    norm->synchronise(nullptr);
+    if (rank == 0) return norm->forward(input_of(0)).to(at::kCPU);
+    engine::model::ShadowScope shadowing;
+    return norm->forward(input_of(1)).to(at::kCPU);
+  });
+  EXPECT_TRUE(torch::allclose(seen[0], alone, 1e-12, 1e-12)) << seen[0] << "\nwanted " << alone;
+  EXPECT_FALSE(torch::allclose(seen[1], alone, 1e-6, 1e-6));
 }
 
 TEST(Join, ThrowOnEarlyTerminationThrowsOnEveryRankAtTheFirstUnevenIteration) {

@@ -12,6 +12,7 @@ namespace engine::model {
 namespace {
 
 thread_local Join* current_join = nullptr;
+thread_local bool shadowing_now = false;
 
 }  // namespace
 
@@ -49,17 +50,29 @@ Join::~Join() {
   if (current_join == this) current_join = nullptr;
 }
 
-JoinRound Join::exchange(bool active, bool synchronises) {
+JoinRound Join::exchange(Part part, bool synchronises) {
   const int size = group_->size();
   at::Tensor flags = at::zeros({size + 1}, at::kInt);
-  if (active) {
+  if (part == Part::kActive) {
     flags[group_->rank()] = 1;
     flags[size] = synchronises ? 1 : 0;
   }
+  if (part == Part::kCannotShadow) flags[group_->rank()] = -1;
   dist::all_reduce_anywhere(flags, "sum", group_);
   JoinRound round;
   auto values = flags.accessor<int, 1>();
-  for (int rank = 0; rank < size; ++rank) round.active.push_back(values[rank] > 0);
+  for (int rank = 0; rank < size; ++rank) {
+    if (values[rank] < 0) {
+      throw dist::InvalidArgument(dist::on_rank(
+          group_->my_global_rank(),
+          "Join: rank " + std::to_string(group_->global_rank_of(rank)) + " of " +
+              group_->describe() +
+              " joined before its first training step, and its joinable shadows the others' "
+              "iterations with the last batch it trained on; give every rank at least one "
+              "batch"));
+    }
+    round.active.push_back(values[rank] > 0);
+  }
   round.synchronises = values[size] > 0;
   if (round.active_count() > 0) last_rank_ = round.authoritative_rank();
   if (options_.throw_on_early_termination && round.active_count() < size) {
@@ -80,9 +93,14 @@ void Join::finish() {
   finished_ = true;
   current_join = nullptr;
   if (!options_.enable) return;
+  const bool can_shadow =
+      std::all_of(joinables_.begin(), joinables_.end(),
+                  [](const Joinable* joinable) { return joinable->can_shadow(); });
   for (;;) {
-    const JoinRound round = exchange(/*active=*/false, /*synchronises=*/false);
+    const JoinRound round =
+        exchange(can_shadow ? Part::kJoined : Part::kCannotShadow, /*synchronises=*/false);
     if (round.active_count() == 0) break;
+    ShadowScope shadowing;
     for (Joinable* joinable : joinables_) joinable->shadow_iteration(round);
   }
   // No round had a rank training: every rank stopped at once, in step.
@@ -99,8 +117,16 @@ std::optional<JoinRound> notify_join(const Joinable& joinable, bool synchronises
   }
   // One exchange per iteration, by the first joinable, as the joined ranks
   // make one per round; the others read its round.
-  if (&joinable == joinables.front()) join->last_round_ = join->exchange(true, synchronises);
+  if (&joinable == joinables.front()) {
+    join->last_round_ = join->exchange(Join::Part::kActive, synchronises);
+  }
   return join->last_round_;
 }
+
+bool shadowing() { return shadowing_now; }
+
+ShadowScope::ShadowScope() : previous_(shadowing_now) { shadowing_now = true; }
+
+ShadowScope::~ShadowScope() { shadowing_now = previous_; }
 
 }  // namespace engine::model

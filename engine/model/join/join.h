@@ -33,6 +33,10 @@ class Joinable {
   // Once every rank has joined, on every rank: copy the state of
   // `last_rank` (a rank among those that trained longest).
   virtual void finish_join(int last_rank) = 0;
+  // On a rank about to join: whether it has what shadow_iteration needs.
+  // When some rank has not, every rank's Join throws InvalidArgument naming
+  // it, instead of shadowing.
+  virtual bool can_shadow() const { return true; }
 };
 
 struct JoinOptions {
@@ -55,7 +59,9 @@ struct JoinOptions {
 // on one group, and each forward once per iteration, in the order given).
 // finish() is where a rank joins: it matches the others' notifications and
 // shadows their iterations until every rank has joined, then calls
-// finish_join. Collective; call it once, on every rank.
+// finish_join. Collective; call it once, on every rank. A joinable that
+// cannot shadow (can_shadow) makes every rank throw InvalidArgument at the
+// first notification after it joined.
 class Join {
  public:
   explicit Join(std::vector<Joinable*> joinables, JoinOptions options = {});
@@ -67,7 +73,10 @@ class Join {
 
  private:
   friend std::optional<JoinRound> notify_join(const Joinable& joinable, bool synchronises);
-  JoinRound exchange(bool active, bool synchronises);
+  // This rank's part in a round: training, joined, or joined without
+  // what shadowing needs.
+  enum class Part { kActive, kJoined, kCannotShadow };
+  JoinRound exchange(Part part, bool synchronises);
 
   std::vector<Joinable*> joinables_;
   JoinOptions options_;
@@ -82,5 +91,25 @@ class Join {
 // of this joinable (no call made). A DistError on every rank when some rank
 // has joined and throw_on_early_termination is set.
 std::optional<JoinRound> notify_join(const Joinable& joinable, bool synchronises);
+
+// True on a thread whose rank has joined and is inside a shadow_iteration.
+// A joinable that shadows by running its model with nothing at stake (the
+// sharded wrappers: the last batch, the loss times zero) relies on layers
+// that reduce over the group to add nothing of this rank's then
+// (SyncBatchNorm's statistics).
+bool shadowing();
+
+// Marks this thread as shadowing while it lives (Join::finish around each
+// shadow_iteration; tests).
+class ShadowScope {
+ public:
+  ShadowScope();
+  ~ShadowScope();
+  ShadowScope(const ShadowScope&) = delete;
+  ShadowScope& operator=(const ShadowScope&) = delete;
+
+ private:
+  bool previous_;
+};
 
 }  // namespace engine::model

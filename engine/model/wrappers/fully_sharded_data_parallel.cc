@@ -419,8 +419,33 @@ TensorDict MMFullyShardedDataParallel::train_step(const TensorDict& data,
             "training"));
   }
   auto scope = optim_wrapper.optim_context(scheme_.no_sync_inside_accumulation ? this : nullptr);
-  ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss), group_);
-  optim_wrapper.update_params(parsed.loss);
+  joining_ = notify_join(*this, sync_enabled_).has_value();
+  shadow_batch_ = joining_ ? data : TensorDict{};
+  shadow_optim_ = joining_ ? &optim_wrapper : nullptr;
+  return train_once(data, optim_wrapper, /*contributes=*/true);
+}
+
+// Every rank has made as many backwards as the others at each iteration of
+// a Join, so a shadowing rank's optimizer wrapper decides on no_sync and on
+// stepping as theirs do.
+void MMFullyShardedDataParallel::shadow_iteration(const JoinRound&) {
+  auto scope = shadow_optim_->optim_context(scheme_.no_sync_inside_accumulation ? this : nullptr);
+  train_once(shadow_batch_, *shadow_optim_, /*contributes=*/false);
+}
+
+void MMFullyShardedDataParallel::finish_join(int last_rank) {
+  broadcast_buffers(module(), group_, last_rank);
+  joining_ = false;
+  shadow_batch_.clear();
+  shadow_optim_ = nullptr;
+}
+
+TensorDict MMFullyShardedDataParallel::train_once(const TensorDict& data,
+                                                  optim::OptimWrapper& optim_wrapper,
+                                                  bool contributes) {
+  ParsedLosses parsed = parse_losses(forward(preprocess(data, true), ForwardMode::kLoss), group_,
+                                     /*across_ranks=*/!joining_);
+  optim_wrapper.update_params(contributes ? parsed.loss : parsed.loss * 0);
   return parsed.log_vars;
 }
 

@@ -14,6 +14,7 @@
 
 #include "engine/compat/autograd.h"
 #include "engine/dist/group.h"
+#include "engine/model/join/join.h"
 #include "engine/model/sharding/flat_unit.h"
 #include "engine/model/sharding/wrap_policy.h"
 #include "engine/model/unit_call.h"
@@ -173,11 +174,24 @@ struct FSDPMemory {
 // the current unit computes; every rank issues the same all-gathers in the
 // same order because every rank runs the same units in the same order.
 //
+// Joinable (engine/model/join), through train_step: a rank that joined
+// shadows each iteration of the others by running its own last train_step
+// again (its last batch, the same optimizer wrapper) with the loss
+// multiplied by zero, so that it makes every collective theirs make, adds
+// zeros to their gradients and steps its shard of the optimizer with the
+// averaged gradients, as they step theirs; its SyncBatchNorm layers add no
+// statistics meanwhile. Parameters and optimizer state stay consistent
+// without a copy; once every rank has joined, each takes the buffers of the
+// rank that trained longest, as DDP's Join does. A rank that joins before
+// its first train_step has no batch to shadow with: InvalidArgument on every
+// rank. The optimizer wrapper must outlive the Join. Log values stay per
+// rank inside a Join.
 class MMFullyShardedDataParallel : public ModelWrapper,
                                    public optim::GradSyncSwitch,
                                    public optim::GradNormSource,
                                    public optim::StepHook,
-                                   public UnitCallHandler {
+                                   public UnitCallHandler,
+                                   public Joinable {
  public:
   MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module, FSDPOptions options = {});
   ~MMFullyShardedDataParallel() override;
@@ -205,6 +219,11 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   // steps this rank's shards, which are then all-gathered.
   void before_step() override;
   void after_step() override;
+
+  const dist::GroupPtr& join_group() const override { return group_; }
+  void shadow_iteration(const JoinRound& round) override;
+  void finish_join(int last_rank) override;
+  bool can_shadow() const override { return shadow_optim_ != nullptr; }
 
   // Collective over the group: every parameter whole, by its name in the
   // module, gathered one unit at a time (detached copies; the units are
@@ -251,6 +270,10 @@ class MMFullyShardedDataParallel : public ModelWrapper,
  private:
   template <typename Step>
   TensorDict without_backward(Step step);
+  // forward -> parse_losses -> update_params; the loss times zero unless
+  // this rank `contributes`.
+  TensorDict train_once(const TensorDict& data, optim::OptimWrapper& optim_wrapper,
+                        bool contributes);
   void place_on_device();
   // device_id under cpu_offload, when it is not the CPU: where the units'
   // gathered parameters, their gradients and collectives live.
@@ -318,6 +341,11 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   dist::GroupPtr group_;
   dist::GroupPtr sharded_norm_group_;                    // where sharded power sums are reduced
   std::map<std::string, at::ScalarType> buffer_dtypes_;  // before buffer_dtype cast them
+  // Under a Join: this rank's last train_step, which a shadow iteration
+  // runs again.
+  bool joining_ = false;
+  TensorDict shadow_batch_;
+  optim::OptimWrapper* shadow_optim_ = nullptr;
 };
 
 }  // namespace engine::model
