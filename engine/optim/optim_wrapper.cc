@@ -49,10 +49,18 @@ void OptimWrapper::initialize_count_status(int64_t init_counts, int64_t max_coun
 
 void OptimWrapper::update_params(const at::Tensor& loss) {
   backward(scale_loss(loss));
-  if (should_update()) {
-    step();
-    zero_grad();
-  }
+  step_at_group_end();
+}
+
+void OptimWrapper::update_params_shadowed() {
+  ++inner_count_;
+  step_at_group_end();
+}
+
+void OptimWrapper::step_at_group_end() {
+  if (!should_update()) return;
+  step();
+  zero_grad();
 }
 
 at::Tensor OptimWrapper::scale_loss(const at::Tensor& loss) const {

@@ -72,6 +72,12 @@ class OptimWrapper {
   void initialize_count_status(int64_t init_counts, int64_t max_counts);
 
   void update_params(const at::Tensor& loss);
+  // On a rank that has joined (engine/model/join), for a backward the ranks
+  // still training made, the group's gradients already in this rank's
+  // parameters: what update_params does after its backward (the backward
+  // counted; at the end of an accumulation group, step and zero_grad), so
+  // that this rank steps as they do and stays in their accumulation group.
+  void update_params_shadowed();
   // The loss divided by the size of the current accumulation group.
   at::Tensor scale_loss(const at::Tensor& loss) const;
   virtual void backward(const at::Tensor& loss);
@@ -121,6 +127,7 @@ class OptimWrapper {
   std::vector<at::Tensor> parameters_with_grad() const;
 
  private:
+  void step_at_group_end();
   void clip_gradients();
   double clip_by_global_norm(const std::vector<at::Tensor>& params, const ClipGrad& clip);
 

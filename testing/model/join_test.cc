@@ -26,6 +26,7 @@
 #include "engine/model/wrappers/fully_sharded_data_parallel.h"
 #include "engine/model/wrappers/zero_data_parallel.h"
 #include "engine/optim/optim_wrapper.h"
+#include "engine/optim/zero_redundancy_optimizer.h"
 #include "testing/harness.h"
 #include "testing/model/nets.h"
 
@@ -81,10 +82,12 @@ struct Stepping {
 // One process: each iteration, the gradients of the ranks that still have a
 // batch, summed and divided by the group size (and by the accumulation
 // group's size), a step at the end of each full accumulation group; the
-// buffers as the rank that trains longest leaves them.
+// buffers as the rank that trains longest leaves them. Then `then_all`
+// iterations of every rank, after the Join (accumulation groups go on
+// across its end).
 std::map<std::string, at::Tensor> serial_run(const nets::TestNet& initial,
                                              const std::vector<int>& counts,
-                                             const Stepping& stepping = {}) {
+                                             const Stepping& stepping = {}, int then_all = 0) {
   auto net = nets::make_net(join_net());
   nets::copy_state(const_cast<nets::TestNet&>(initial), *net);
   torch::optim::SGD sgd(net->parameters(),
@@ -93,9 +96,9 @@ std::map<std::string, at::Tensor> serial_run(const nets::TestNet& initial,
   const int longest = *std::max_element(counts.begin(), counts.end());
   const int64_t group = stepping.accumulative_counts;
   sgd.zero_grad();
-  for (int it = 0; it < longest; ++it) {
+  for (int it = 0; it < longest + then_all; ++it) {
     for (int rank = 0; rank < world; ++rank) {
-      if (it >= counts[rank]) continue;
+      if (it >= counts[rank] && it < longest) continue;
       at::Tensor loss = net->forward(batch(rank, it, at::kCPU), ForwardMode::kLoss).at("loss");
       (loss / world / group).backward();
     }
@@ -108,15 +111,15 @@ std::map<std::string, at::Tensor> serial_run(const nets::TestNet& initial,
 }
 
 // Every rank's state equals the serial run's (the meter's forwards: the
-// longest rank's), and rank 0's bit for bit.
+// longest rank's, and `then_all` more), and rank 0's bit for bit.
 void expect_serial_state(const std::vector<std::vector<at::Tensor>>& seen,
                          const std::map<std::string, at::Tensor>& expected,
-                         const std::vector<int>& counts) {
+                         const std::vector<int>& counts, int then_all = 0) {
   size_t i = 0;
   for (const auto& [name, want] : expected) {
     const at::Tensor& got = seen[0][i++];
     if (name == "body.meter.forwards") {
-      EXPECT_EQ(got.item<double>(), *std::max_element(counts.begin(), counts.end()));
+      EXPECT_EQ(got.item<double>(), *std::max_element(counts.begin(), counts.end()) + then_all);
       continue;
     }
     EXPECT_TRUE(torch::allclose(got, want, 1e-9, 1e-12))
@@ -133,6 +136,37 @@ std::vector<at::Tensor> state_list(torch::nn::Module& module) {
   std::vector<at::Tensor> state;
   for (const auto& [name, value] : state_of(module)) state.push_back(value);
   return state;
+}
+
+const Stepping kAccumulating{2, std::nullopt, 0.9};
+const Stepping kClipping{1, 0.05, 0.9};
+
+// Iterations every rank trains after the Join, each rank on batches of its
+// own: a joined rank that lost count of the accumulation group would then
+// reduce (or step) when the others do not.
+constexpr int kThenAll = 3;
+
+engine::optim::OptimWrapperOptions wrapper_options(const Stepping& stepping) {
+  engine::optim::OptimWrapperOptions options;
+  options.accumulative_counts = stepping.accumulative_counts;
+  if (stepping.max_norm) {
+    options.clip_grad = engine::optim::ClipGrad{};
+    options.clip_grad->max_norm = *stepping.max_norm;
+  }
+  return options;
+}
+
+// This rank's batches under a Join, then kThenAll more on every rank.
+void train_unevenly_then_all(engine::model::ModelWrapper& wrapper,
+                             engine::optim::OptimWrapper& optim, int rank,
+                             const std::vector<int>& counts) {
+  const int longest = *std::max_element(counts.begin(), counts.end());
+  {
+    Join join({dynamic_cast<engine::model::Joinable*>(&wrapper)});
+    for (int it = 0; it < counts[rank]; ++it) wrapper.train_step(batch(rank, it), optim);
+    join.finish();
+  }
+  for (int it = longest; it < longest + kThenAll; ++it) wrapper.train_step(batch(rank, it), optim);
 }
 
 struct Variant {
@@ -183,6 +217,50 @@ TEST(Join, UnevenRanksTrainToTheSerialRunAndEndAlike) {
   }
 }
 
+// A DDP rank that joined steps its optimizer wrapper with the gradients the
+// others average, as they step theirs, after contributing what it had
+// accumulated: ZeroRedundancyOptimizer's step, whose broadcasts need every
+// rank, and accumulation groups that go on across the Join's end.
+TEST(Join, DdpRanksThatJoinedStepTheirOptimizerAsTheOthersDo) {
+  const int world = harness::max_world_size(3);
+  const std::vector<int> counts = batches_per_rank(world);
+  torch::manual_seed(7);
+  const auto initial = nets::make_net(join_net());
+  struct OptimizerVariant {
+    std::string name;
+    bool zero_redundancy;
+    Stepping stepping;
+  };
+  for (const OptimizerVariant& variant :
+       std::vector<OptimizerVariant>{{"SGD accumulating", false, kAccumulating},
+                                     {"ZeroRedundancyOptimizer accumulating", true, kAccumulating},
+                                     {"ZeroRedundancyOptimizer clipping", true, kClipping}}) {
+    SCOPED_TRACE(variant.name);
+    const auto expected = serial_run(*initial, counts, variant.stepping, kThenAll);
+    const auto seen = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
+      auto net = nets::make_net(join_net());
+      nets::copy_state(*initial, *net);
+      net->to(harness::device());
+      DDPOptions options;
+      options.bucket_cap_mb = 100.0 / (1 << 20);  // several buckets
+      auto ddp = std::make_shared<MMDistributedDataParallel>(net, options);
+      const auto sgd =
+          [&](std::vector<at::Tensor> params) -> std::shared_ptr<torch::optim::Optimizer> {
+        return std::make_shared<torch::optim::SGD>(
+            params, torch::optim::SGDOptions(kLr).momentum(variant.stepping.momentum));
+      };
+      engine::optim::OptimWrapper optim(
+          variant.zero_redundancy
+              ? std::make_shared<engine::optim::ZeroRedundancyOptimizer>(ddp->parameters(), sgd)
+              : sgd(ddp->parameters()),
+          wrapper_options(variant.stepping));
+      train_unevenly_then_all(*ddp, optim, rank, counts);
+      return state_list(*net);
+    });
+    expect_serial_state(seen, expected, counts, kThenAll);
+  }
+}
+
 // A sharded wrapper and how it steps.
 struct ShardedVariant {
   std::string name;
@@ -219,7 +297,7 @@ std::vector<ShardedVariant> sharded_variants() {
   prefetching.forward_prefetch = true;
   FSDPOptions hybrid = strategy(ShardingStrategy::kHybridShard);
   hybrid.hybrid_shard_size = 1;
-  const Stepping plain, accumulating{2, std::nullopt, 0.9}, clipping{1, 0.05, 0.9};
+  const Stepping plain, accumulating = kAccumulating, clipping = kClipping;
   return {
       {"FULL_SHARD", [](auto net) { return fsdp(net, FSDPOptions{}); }, plain},
       {"FULL_SHARD accumulating", [](auto net) { return fsdp(net, FSDPOptions{}); }, accumulating},
@@ -245,33 +323,25 @@ TEST(Join, ShardedWrappersTrainUnevenRanksToTheSerialRunAndEndAlike) {
   const auto initial = nets::make_net(join_net());
   for (const ShardedVariant& variant : sharded_variants()) {
     SCOPED_TRACE(variant.name);
-    const auto expected = serial_run(*initial, counts, variant.stepping);
+    const auto expected = serial_run(*initial, counts, variant.stepping, kThenAll);
     const auto seen = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
       auto net = nets::make_net(join_net());
       nets::copy_state(*initial, *net);
       net->to(harness::device());
       auto wrapper = variant.wrap(net);
-      engine::optim::OptimWrapperOptions stepping;
-      stepping.accumulative_counts = variant.stepping.accumulative_counts;
-      if (variant.stepping.max_norm) {
-        stepping.clip_grad = engine::optim::ClipGrad{};
-        stepping.clip_grad->max_norm = *variant.stepping.max_norm;
-      }
       engine::optim::OptimWrapper optim(
           std::make_shared<torch::optim::SGD>(
               wrapper->parameters(),
               torch::optim::SGDOptions(kLr).momentum(variant.stepping.momentum)),
-          stepping);
-      Join join({wrapper.get()});
-      for (int it = 0; it < counts[rank]; ++it) wrapper->train_step(batch(rank, it), optim);
-      join.finish();
+          wrapper_options(variant.stepping));
+      train_unevenly_then_all(*wrapper, optim, rank, counts);
       std::map<std::string, at::Tensor> state = wrapper->full_parameters();
       for (const auto& item : net->named_buffers()) state[item.key()] = item.value();
       std::vector<at::Tensor> values;
       for (const auto& [name, value] : state) values.push_back(value.detach().to(at::kCPU).clone());
       return values;
     });
-    expect_serial_state(seen, expected, counts);
+    expect_serial_state(seen, expected, counts, kThenAll);
   }
 }
 

@@ -117,6 +117,7 @@ TensorDict MMDistributedDataParallel::train_step(const TensorDict& data,
                                                  optim::OptimWrapper& optim_wrapper) {
   auto scope = optim_wrapper.optim_context(this);
   TensorDict losses = forward(preprocess(data, true), ForwardMode::kLoss);
+  shadow_optim_ = joining_ ? &optim_wrapper : nullptr;
   ParsedLosses parsed = parse_losses(losses, group_, /*across_ranks=*/!joining_);
   if (options_.detect_anomalous_params) detect_anomalous_params(parsed.loss);
   optim_wrapper.update_params(parsed.loss);
@@ -126,11 +127,13 @@ TensorDict MMDistributedDataParallel::train_step(const TensorDict& data,
 void MMDistributedDataParallel::shadow_iteration(const JoinRound& round) {
   refuse_join_with_a_hook();
   if (options_.broadcast_buffers) broadcast_buffers(module(), group_, round.authoritative_rank());
-  if (round.synchronises) reducer_->shadow_backward();
+  if (round.synchronises) reducer_->shadow_backward(/*own_gradients=*/shadow_optim_ != nullptr);
+  if (shadow_optim_) shadow_optim_->update_params_shadowed();
 }
 
 void MMDistributedDataParallel::finish_join(int last_rank) {
   broadcast_module_state(module(), group_, last_rank);
+  shadow_optim_ = nullptr;
 }
 
 void MMDistributedDataParallel::refuse_join_with_a_hook() const {

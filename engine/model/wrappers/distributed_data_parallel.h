@@ -46,11 +46,16 @@ dist::GroupPtr wrapper_group(const dist::GroupPtr& requested, const std::string&
 //
 // Joinable (engine/model/join): a rank that joined shadows the buffer
 // broadcast (from the highest rank still training) and, when the others
-// synchronise, the bucket all_reduces with zeros, so the gradient is the sum
-// of the training ranks' divided by the group size, as PyTorch's; at the end
-// every rank takes the parameters and buffers of a rank that trained
-// longest. Its train_step's log values stay per rank inside a Join. Not
-// with a communication hook (InvalidArgument on every rank).
+// synchronise, the bucket all_reduces, so the gradient is the sum of the
+// training ranks' divided by the group size, as PyTorch's. A rank that
+// trained under the Join through train_step also contributes what it had
+// accumulated and not yet reduced, takes the group's gradients, and steps
+// its optimizer wrapper as the others step theirs (so an optimizer whose
+// step communicates, ZeroRedundancyOptimizer, joins too, and accumulation
+// groups go on in step after the Join); a rank that did not adds zeros. At
+// the end every rank takes the parameters and buffers of a rank that
+// trained longest. Its train_step's log values stay per rank inside a Join.
+// Not with a communication hook (InvalidArgument on every rank).
 class MMDistributedDataParallel : public ModelWrapper,
                                   public optim::GradSyncSwitch,
                                   public Joinable {
@@ -99,6 +104,9 @@ class MMDistributedDataParallel : public ModelWrapper,
   std::unique_ptr<Reducer> reducer_;
   std::vector<std::string> anomalous_params_;
   bool joining_ = false;  // the last training forward ran inside a Join
+  // The optimizer wrapper of this rank's last train_step inside a Join,
+  // which shadow iterations step.
+  optim::OptimWrapper* shadow_optim_ = nullptr;
   int64_t timed_forwards_ = 0;
   int64_t forward_ns_ = 0;
 };

@@ -265,8 +265,13 @@ void Reducer::mark_ready(size_t param) {
   }
   ready_[param] = true;
   arrival_order_.push_back(param);
-  // Gradients are averaged by dividing before the sum, as PyTorch's reducer
-  // does, in the same pass that brings them into the bucket.
+  fill_slot(param);
+  --buckets_[location_[param].first].pending;
+}
+
+// Gradients are averaged by dividing before the sum, as PyTorch's reducer
+// does, in the same pass that brings them into the bucket.
+void Reducer::fill_slot(size_t param) {
   const at::Tensor& grad = params_[param].tensor.grad();
   at::Tensor target = slot(param);
   // A hook takes the gradients undivided, as PyTorch's does.
@@ -283,7 +288,6 @@ void Reducer::mark_ready(size_t param) {
     }
     if (options_.gradient_as_bucket_view) point_grad_at_slot(param);
   }
-  --buckets_[location_[param].first].pending;
 }
 
 void Reducer::launch_complete_buckets() {
@@ -426,7 +430,7 @@ std::vector<bool> Reducer::globally_used(const std::vector<bool>& locally_used) 
   return used;
 }
 
-void Reducer::shadow_backward() {
+void Reducer::shadow_backward(bool own_gradients) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (options_.comm_hook) {
     throw dist::InvalidArgument(
@@ -434,11 +438,16 @@ void Reducer::shadow_backward() {
   }
   std::vector<dist::WorkPtr> works;
   for (auto& bucket : buckets_) {
-    bucket.flat.zero_();
+    if (own_gradients) {
+      for (size_t param : bucket.params) fill_slot(param);
+    } else {
+      bucket.flat.zero_();
+    }
     works.push_back(dist::all_reduce_async(bucket.flat, "sum", group_));
   }
   for (auto& work : works) work->wait();
-  globally_used(std::vector<bool>(params_.size(), false));
+  const std::vector<bool> used = globally_used(std::vector<bool>(params_.size(), false));
+  if (own_gradients) write_back(used);
   if (awaiting_first_rebuild_) {
     // Joins the broadcast of the first backward's order; this rank's own
     // order (the buckets') is used only when it is the group's first rank.

@@ -85,9 +85,12 @@ class Reducer : public optim::GradSyncSwitch {
   void prepare_for_backward(const std::vector<at::Tensor>& outputs);
 
   // On a rank that has run out of inputs (Join): the collectives of a
-  // synchronised backward in which this rank had no gradient (zeros in
-  // every bucket), without touching its gradients. No communication hook.
-  void shadow_backward();
+  // synchronised backward. With `own_gradients` this rank contributes the
+  // gradients it holds (what it accumulated since its last synchronised
+  // backward; zeros where it has none) and takes the group's result into
+  // them, as the ranks still training do; else zeros, its gradients left
+  // alone. No communication hook.
+  void shadow_backward(bool own_gradients);
 
   bool grad_sync_enabled() const override;
   void set_grad_sync_enabled(bool enabled) override;
@@ -131,6 +134,7 @@ class Reducer : public optim::GradSyncSwitch {
   void finish_first_static_backward();
   [[noreturn]] void refuse_changed_graph(const std::string& what) const;
   void mark_ready(size_t param);
+  void fill_slot(size_t param);
   void launch_complete_buckets();
   dist::WorkPtr launch(Bucket& bucket, size_t index);
   void finalize_backward();
