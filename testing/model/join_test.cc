@@ -435,18 +435,28 @@ TEST(Join, WithoutItTheRankThatRanOutIsNamed) {
   if (harness::backend() != "sim" && !(debug && std::string(debug) == "DETAIL")) {
     GTEST_SKIP() << "names the rank in the simulator, and in processes in debug mode";
   }
-  try {
-    harness::run_ranks(2, [&](int rank) {
-      auto net = nets::make_net(join_net());
-      auto ddp = std::make_shared<MMDistributedDataParallel>(net, DDPOptions{});
-      engine::optim::OptimWrapper optim(
-          std::make_shared<torch::optim::SGD>(ddp->parameters(), torch::optim::SGDOptions(kLr)));
-      for (int it = 0; it < (rank == 0 ? 2 : 1); ++it) ddp->train_step(batch(rank, it), optim);
-    });
-    ADD_FAILURE() << "a rank that ran out went unnoticed";
-  } catch (const engine::dist::CollectiveMismatch& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 1 has returned from its body"), std::string::npos)
-        << e.what();
+  for (const bool sharded : {false, true}) {
+    SCOPED_TRACE(sharded ? "FSDP" : "DDP");
+    try {
+      harness::run_ranks(2, [&](int rank) {
+        auto net = nets::make_net(join_net());
+        net->to(harness::device());
+        std::shared_ptr<engine::model::ModelWrapper> wrapper;
+        if (sharded) {
+          wrapper = fsdp(net, engine::model::FSDPOptions{});
+        } else {
+          wrapper = std::make_shared<MMDistributedDataParallel>(net, DDPOptions{});
+        }
+        engine::optim::OptimWrapper optim(std::make_shared<torch::optim::SGD>(
+            wrapper->parameters(), torch::optim::SGDOptions(kLr)));
+        for (int it = 0; it < (rank == 0 ? 2 : 1); ++it)
+          wrapper->train_step(batch(rank, it), optim);
+      });
+      ADD_FAILURE() << "a rank that ran out went unnoticed";
+    } catch (const engine::dist::CollectiveMismatch& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 1 has returned from its body"), std::string::npos)
+          << e.what();
+    }
   }
 }
 
