@@ -16,6 +16,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string_view>
+#include <system_error>
 
 #include "engine/checkpoint/all_ranks.h"
 #include "engine/checkpoint/file.h"
@@ -79,13 +80,21 @@ struct Report {
 
 }  // namespace
 
+// A background save renames its temporary files as it goes, so a file may
+// be gone between the listing and its size.
 Files files_in(const std::string& folder, const std::string& marker) {
   Files out;
-  for (const auto& item : fs::recursive_directory_iterator(folder)) {
-    if (!item.is_regular_file()) continue;
-    const std::string relative = fs::relative(item.path(), folder).string();
-    if (relative != marker) out[relative] = static_cast<int64_t>(item.file_size());
+  std::error_code listing;
+  fs::recursive_directory_iterator item(folder, listing), end;
+  for (; !listing && item != end; item.increment(listing)) {
+    std::error_code gone;
+    if (!item->is_regular_file(gone)) continue;
+    const uintmax_t size = item->file_size(gone);
+    if (gone) continue;
+    const std::string relative = item->path().lexically_relative(folder).string();
+    if (relative != marker) out[relative] = static_cast<int64_t>(size);
   }
+  if (listing) throw fs::filesystem_error("cannot list the folder", folder, listing);
   return out;
 }
 

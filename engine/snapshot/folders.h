@@ -16,7 +16,8 @@ namespace engine::snapshot {
 // size in bytes.
 using Files = std::map<std::string, int64_t>;
 
-// Every file in `folder` and below but the top-level file `marker`.
+// Every file in `folder` and below but the top-level file `marker`; one
+// that another writer renames or removes while this lists is left out.
 Files files_in(const std::string& folder, const std::string& marker);
 
 struct FolderView {
