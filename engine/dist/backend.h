@@ -59,6 +59,9 @@ class Backend {
   // that must see every collective (the simulator, the debug mode) or whose
   // tensors are not in CPU memory.
   virtual std::optional<std::chrono::milliseconds> node_shared_wait() const { return std::nullopt; }
+  // The backend that moves the data: this one; for a wrapper
+  // (ForwardingBackend), its inner backend's transport().
+  virtual const Backend& transport() const { return *this; }
 
   virtual WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op);
   virtual WorkPtr broadcast(at::Tensor& tensor, int root);

@@ -12,7 +12,6 @@
 #include "engine/dist/describe.h"
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
-#include "engine/dist/node_shared.h"
 #include "engine/dist/reduce_kernel.h"
 #include "engine/dist/reduce_op.h"
 
@@ -211,11 +210,6 @@ WorkPtr all_reduce_async(at::Tensor& data, const std::string& op, const GroupPtr
   call.check_writable(data, "data");
   const ReduceSpec spec = parse_reduce_op(op, data.scalar_type(), call.rank, call.name);
   if (call.trivial()) return completed_work();
-  if (WorkPtr shared = node_shared_all_reduce(data, spec.op, call.backend())) {
-    if (!spec.mean) return shared;
-    const int n = call.size();
-    return then(shared, [data, n]() mutable { divide_for_mean(data, n); });
-  }
   // The backend's Work holds the tensor: with nothing to do after it, no
   // Work of our own (a call of a few microseconds notices the allocations).
   if (data.is_contiguous() && !spec.mean) return call.backend().all_reduce(data, spec.op);

@@ -14,6 +14,10 @@ namespace engine::dist {
 // The simulator runs several ranks in one process, so each rank thread binds
 // its own context (ScopedThreadContext), which takes precedence over the
 // process one on that thread. Nothing here is shared between two thread-ranks.
+//
+// Both wrap `world` twice: in node-shared buffers' all_reduce
+// (with_node_shared_buffers), and around that in the flight recorder, so
+// that the recorder sees every call the API makes.
 struct Context {
   GroupPtr default_group;
   GroupPtr local_group;

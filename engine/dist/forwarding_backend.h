@@ -30,7 +30,7 @@ struct Call {
 // A Backend that hands every call to `inner`: the base of wrappers that act
 // around each call (the flight recorder, the debug mode's checks), which
 // override around() and split() instead of every method. rank(), size(),
-// name(), comm_device() and node_shared_wait() are inner's.
+// name(), comm_device(), node_shared_wait() and transport() are inner's.
 class ForwardingBackend : public Backend {
  public:
   explicit ForwardingBackend(std::shared_ptr<Backend> inner) : inner_(std::move(inner)) {}
@@ -42,6 +42,7 @@ class ForwardingBackend : public Backend {
   std::optional<std::chrono::milliseconds> node_shared_wait() const override {
     return inner_->node_shared_wait();
   }
+  const Backend& transport() const override { return inner_->transport(); }
 
   WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override;
   WorkPtr broadcast(at::Tensor& tensor, int root) override;

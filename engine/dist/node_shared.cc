@@ -19,6 +19,7 @@
 
 #include "engine/dist/collectives.h"
 #include "engine/dist/errors.h"
+#include "engine/dist/forwarding_backend.h"
 #include "engine/dist/info.h"
 #include "engine/dist/reduce_kernel.h"
 #include "engine/dist/shared_segment.h"
@@ -76,7 +77,7 @@ struct SharedBuffer {
   int rank;
   std::vector<int> world_ranks;  // by group rank, for messages
   c10::ScalarType dtype;
-  const Backend* backend;
+  const Backend* transport;                // of the group's backend
   std::chrono::milliseconds default_wait;  // the backend's node_shared_wait()
   std::vector<at::DataPtr> segments;       // by group rank; this rank's own among them
   uint64_t rounds = 0;
@@ -87,7 +88,7 @@ struct SharedBuffer {
         rank(rank),
         world_ranks(std::move(world_ranks)),
         dtype(dtype),
-        backend(&backend),
+        transport(&backend.transport()),
         default_wait(*backend.node_shared_wait()),
         segments(std::move(segments)) {}
 
@@ -244,6 +245,35 @@ SegmentCollectives collectives_of(const GroupPtr& group) {
   return {all_gather_names, all_true};
 }
 
+// The all_reduce of `data` through shared memory when `data` is a whole
+// buffer from zeros_node_shared on the group `transport` serves and `op`
+// applies to its dtype; nullptr otherwise.
+WorkPtr shared_all_reduce(const at::Tensor& data, ReduceOp op, const Backend& transport) {
+  SharedBuffer* buffer = shared_buffer_of(data);
+  if (buffer == nullptr || buffer->transport != &transport || !can_reduce(buffer->dtype, op)) {
+    return nullptr;
+  }
+  const uint64_t round = ++buffer->rounds;
+  buffer->arrival(buffer->rank)->store(round, std::memory_order_release);
+  buffer->wake_all();
+  return std::make_shared<SharedAllReduce>(data, buffer, round, op);
+}
+
+class NodeSharedBackend : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+
+  WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override {
+    if (WorkPtr shared = shared_all_reduce(tensor, op, inner().transport())) return shared;
+    return ForwardingBackend::all_reduce(tensor, op);
+  }
+
+  std::shared_ptr<Backend> split(const std::vector<int>& ranks) override {
+    std::shared_ptr<Backend> part = inner().split(ranks);
+    return part ? with_node_shared_buffers(std::move(part)) : nullptr;
+  }
+};
+
 }  // namespace
 
 bool is_node_shared(const at::Tensor& t) { return shared_buffer_of(t) != nullptr; }
@@ -267,15 +297,8 @@ at::Tensor zeros_node_shared(int64_t numel, c10::ScalarType dtype, const GroupPt
   return at::empty({0}, at::TensorOptions().dtype(dtype)).set_(storage, 0, {numel}, {1});
 }
 
-WorkPtr node_shared_all_reduce(const at::Tensor& data, ReduceOp op, const Backend& backend) {
-  SharedBuffer* buffer = shared_buffer_of(data);
-  if (buffer == nullptr || buffer->backend != &backend || !can_reduce(buffer->dtype, op)) {
-    return nullptr;
-  }
-  const uint64_t round = ++buffer->rounds;
-  buffer->arrival(buffer->rank)->store(round, std::memory_order_release);
-  buffer->wake_all();
-  return std::make_shared<SharedAllReduce>(data, buffer, round, op);
+std::shared_ptr<Backend> with_node_shared_buffers(std::shared_ptr<Backend> inner) {
+  return std::make_shared<NodeSharedBackend>(std::move(inner));
 }
 
 }  // namespace engine::dist

@@ -22,10 +22,11 @@ namespace engine::dist {
 // Ranks meet through counters in the shared memory; a rank that waits for
 // its peers sleeps on a futex and never spins, so more ranks than cores is
 // fine. Every element's result is computed once, in group-rank order, so
-// every rank gets bit-identical results. The checks and records made around
-// a backend's calls (the debug mode's fingerprints, the simulator's order
-// checks, the flight recorder) do not see these calls, so the simulator and
-// the debug mode keep to ordinary buffers (Backend::node_shared_wait). A
+// every rank gets bit-identical results. The flight recorder sees these
+// calls; the debug mode's fingerprints and the simulator's order checks,
+// made beneath it, would not, so the debug mode keeps to ordinary
+// buffers (Backend::node_shared_wait), and the simulator does unless its
+// options allow them. A
 // rank that does not come gives a Timeout naming it after the wait's timeout
 // (none given: the backend's, as set in init_dist); a rank that dies is seen
 // the same way, or ended with the job by its launcher.
@@ -42,10 +43,11 @@ at::Tensor zeros_node_shared(int64_t numel, c10::ScalarType dtype, const GroupPt
 // Whether `t` is a whole buffer from zeros_node_shared.
 bool is_node_shared(const at::Tensor& t);
 
-// The all_reduce of `data` through shared memory when `data` is a whole
-// buffer from zeros_node_shared on the group that `backend` serves and
-// `op` can be applied to its dtype; nullptr otherwise (the caller goes
-// through the backend).
-WorkPtr node_shared_all_reduce(const at::Tensor& data, ReduceOp op, const Backend& backend);
+// `inner` (a world's backend), with every all_reduce of a whole buffer from
+// zeros_node_shared on its group, in an op that applies to the buffer's
+// dtype, made through shared memory; every other call goes to `inner`,
+// subgroups from split() alike. Every context puts it beneath the flight
+// recorder (engine/dist/context.h), which so records these calls too.
+std::shared_ptr<Backend> with_node_shared_buffers(std::shared_ptr<Backend> inner);
 
 }  // namespace engine::dist

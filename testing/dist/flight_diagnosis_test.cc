@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
+#include <string>
 
 #include "engine/dist/dist.h"
 #include "engine/flight/diagnosis.h"
@@ -116,6 +118,34 @@ TEST(FlightRecorder, RecordsSubgroupsByTheirGlobalRanks) {
   EXPECT_EQ(records[1].entries.back().group_id, "0.1");
   EXPECT_EQ(records[0].entries.back().kind, "new_group");
   EXPECT_EQ(records[0].entries.back().group_id, "0");
+}
+
+// The node-shared buffers' all_reduce is chosen beneath the recorder, so a
+// DDP bucket's all_reduce (the reducer keeps its buckets there) is recorded
+// like any other call, and a hang in it is diagnosed.
+TEST(FlightRecorder, RecordsAllReducesOfNodeSharedBuffers) {
+  sim::WorldOptions options = harness::test_options();
+  options.node_shared_buffers = true;
+  const auto records = harness::collect_ranks<flight::Record>(
+      2,
+      [](int rank) {
+        at::Tensor t = dist::zeros_node_shared(6, at::kFloat);
+        if (harness::backend() == "sim" && !dist::is_node_shared(t)) {
+          throw std::logic_error("the simulator gave no node-shared buffer");
+        }
+        t.fill_(rank + 1);
+        dist::all_reduce(t);
+        if (!t.eq(3).all().item<bool>()) throw std::logic_error("not the sum of both ranks");
+        return dist::flight_record();
+      },
+      options);
+  for (const auto& record : records) {
+    const flight::Entry& last = record.entries.back();
+    EXPECT_EQ(last.kind, "all_reduce");
+    EXPECT_NE(last.describe().find("(group [0-1], 24 B Float[6], sum)"), std::string::npos)
+        << last.describe();
+    EXPECT_EQ(last.state, flight::Entry::State::kCompleted);
+  }
 }
 
 TEST(FlightRecorder, OffWhenTheSizeIsZero) {
