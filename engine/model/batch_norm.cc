@@ -238,4 +238,12 @@ int revert_sync_batchnorm(torch::nn::Module& module) {
   return for_each_batch_norm(module, [](BatchNormImpl& norm) { norm.desynchronise(); });
 }
 
+std::optional<std::string> find_sync_batchnorm(const torch::nn::Module& module) {
+  for (const auto& item : module.named_modules()) {
+    const auto* norm = dynamic_cast<const BatchNormImpl*>(item.value().get());
+    if (norm != nullptr && norm->is_sync()) return item.key();
+  }
+  return std::nullopt;
+}
+
 }  // namespace engine::model

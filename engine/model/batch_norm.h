@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "engine/dist/group.h"
 
@@ -77,5 +78,8 @@ BatchNorm SyncBatchNorm(BatchNormOptions options, dist::GroupPtr group = nullptr
 int convert_sync_batchnorm(torch::nn::Module& module, dist::GroupPtr group = nullptr);
 // Switches every BatchNorm back to local statistics; returns how many.
 int revert_sync_batchnorm(torch::nn::Module& module);
+// The name of the first BatchNorm of `module`'s tree in synchronised mode
+// (as named_modules gives it), or nullopt when none is.
+std::optional<std::string> find_sync_batchnorm(const torch::nn::Module& module);
 
 }  // namespace engine::model

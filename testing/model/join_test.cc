@@ -424,6 +424,65 @@ TEST(Join, ACommunicationHookIsRefusedOnEveryRank) {
   });
 }
 
+nets::NetSpec sync_batch_norm_net() {
+  nets::NetSpec s = join_net();
+  s.batch_norm = true;
+  return s;
+}
+
+// DDP's joined ranks do not run the forward, so they cannot match a
+// synchronised BatchNorm's collectives: refused on every rank, naming it.
+TEST(Join, DdpRefusesSynchronisedBatchNormOnEveryRank) {
+  harness::run_ranks(2, [&](int rank) {
+    auto net = nets::make_net(sync_batch_norm_net());
+    engine::model::convert_sync_batchnorm(*net);
+    net->to(harness::device());
+    auto ddp = std::make_shared<MMDistributedDataParallel>(net, DDPOptions{});
+    engine::optim::OptimWrapper optim(
+        std::make_shared<torch::optim::SGD>(ddp->parameters(), torch::optim::SGDOptions(kLr)));
+    Join join({ddp.get()});
+    try {
+      ddp->train_step(batch(rank, 0), optim);
+      ADD_FAILURE() << "DDP joined with a synchronised BatchNorm";
+    } catch (const engine::dist::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("synchronised BatchNorm \"body.norm\""),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
+// Where DDP refuses, FSDP's NO_SHARD (DDP's training) joins: its shadowing
+// ranks run the forward, adding nothing to the statistics.
+TEST(Join, FsdpJoinsWithSynchronisedBatchNormAndEndsAlike) {
+  const int world = harness::max_world_size(3);
+  const std::vector<int> counts = batches_per_rank(world);
+  torch::manual_seed(7);
+  const auto initial = nets::make_net(sync_batch_norm_net());
+  const auto seen = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
+    auto net = nets::make_net(sync_batch_norm_net());
+    nets::copy_state(*initial, *net);
+    engine::model::convert_sync_batchnorm(*net);
+    net->to(harness::device());
+    engine::model::FSDPOptions options;
+    options.sharding_strategy = engine::model::ShardingStrategy::kNoShard;
+    auto wrapper = fsdp(net, options);
+    engine::optim::OptimWrapper optim(
+        std::make_shared<torch::optim::SGD>(wrapper->parameters(), torch::optim::SGDOptions(kLr)));
+    train_unevenly_then_all(*wrapper, optim, rank, counts);
+    std::vector<at::Tensor> values;
+    for (const auto& [name, value] : wrapper->full_parameters()) values.push_back(value.cpu());
+    for (const auto& item : net->named_buffers()) values.push_back(item.value().cpu());
+    return values;
+  });
+  for (size_t t = 0; t < seen[0].size(); ++t) {
+    EXPECT_TRUE(at::isfinite(seen[0][t]).all().item<bool>()) << "tensor " << t;
+    for (int rank = 1; rank < world; ++rank) {
+      EXPECT_TRUE(torch::equal(seen[rank][t], seen[0][t])) << "rank " << rank << ", tensor " << t;
+    }
+  }
+}
+
 // Without Join, a rank that runs out is named, not waited for forever. The
 // simulator sees every rank, so it names the one that returned; in
 // processes debug mode does (DIST_ENGINE_DEBUG=DETAIL: the harness's

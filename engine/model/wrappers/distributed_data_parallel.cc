@@ -8,6 +8,7 @@
 
 #include "engine/dist/errors.h"
 #include "engine/dist/info.h"
+#include "engine/model/batch_norm.h"
 #include "engine/model/named_parameter.h"
 #include "engine/model/wrappers/parameter_sync.h"
 #include "engine/optim/optim_wrapper.h"
@@ -94,7 +95,7 @@ TensorDict MMDistributedDataParallel::forward(const TensorDict& data, ForwardMod
   std::optional<JoinRound> round;
   if (training && at::GradMode::is_enabled()) {
     round = notify_join(*this, reducer_->grad_sync_enabled());
-    if (round) refuse_join_with_a_hook();
+    if (round) refuse_unshadowable_join();
   }
   joining_ = round.has_value();
   if (training && options_.broadcast_buffers) {
@@ -125,7 +126,7 @@ TensorDict MMDistributedDataParallel::train_step(const TensorDict& data,
 }
 
 void MMDistributedDataParallel::shadow_iteration(const JoinRound& round) {
-  refuse_join_with_a_hook();
+  refuse_unshadowable_join();
   if (options_.broadcast_buffers) broadcast_buffers(module(), group_, round.authoritative_rank());
   if (round.synchronises) reducer_->shadow_backward(/*own_gradients=*/shadow_optim_ != nullptr);
   if (shadow_optim_) shadow_optim_->update_params_shadowed();
@@ -136,12 +137,25 @@ void MMDistributedDataParallel::finish_join(int last_rank) {
   shadow_optim_ = nullptr;
 }
 
-void MMDistributedDataParallel::refuse_join_with_a_hook() const {
-  if (!reducer_->comm_hook()) return;
-  throw dist::InvalidArgument(dist::on_rank(
-      group_->my_global_rank(), "Join: MMDistributedDataParallel with the communication hook " +
-                                    reducer_->comm_hook()->describe() +
-                                    " cannot shadow its collectives; join without a hook"));
+// Both are collectives a rank that joined has no way to match: a hook's own,
+// and those of a synchronised BatchNorm's forward, which it does not run.
+void MMDistributedDataParallel::refuse_unshadowable_join() {
+  const int rank = group_->my_global_rank();
+  if (reducer_->comm_hook()) {
+    throw dist::InvalidArgument(
+        dist::on_rank(rank, "Join: MMDistributedDataParallel with the communication hook " +
+                                reducer_->comm_hook()->describe() +
+                                " cannot shadow its collectives; join without a hook"));
+  }
+  if (const auto norm = find_sync_batchnorm(module())) {
+    throw dist::InvalidArgument(dist::on_rank(
+        rank,
+        "Join: MMDistributedDataParallel cannot shadow the forward of the synchronised "
+        "BatchNorm \"" +
+            *norm +
+            "\"; join under MMFullyShardedDataParallel (NO_SHARD trains as DDP does), "
+            "or revert_sync_batchnorm"));
+  }
 }
 
 void MMDistributedDataParallel::detect_anomalous_params(const at::Tensor& loss) {

@@ -55,7 +55,8 @@ dist::GroupPtr wrapper_group(const dist::GroupPtr& requested, const std::string&
 // groups go on in step after the Join); a rank that did not adds zeros. At
 // the end every rank takes the parameters and buffers of a rank that
 // trained longest. Its train_step's log values stay per rank inside a Join.
-// Not with a communication hook (InvalidArgument on every rank).
+// Not with a communication hook or a synchronised BatchNorm, whose
+// collectives a joined rank cannot match (InvalidArgument on every rank).
 class MMDistributedDataParallel : public ModelWrapper,
                                   public optim::GradSyncSwitch,
                                   public Joinable {
@@ -97,7 +98,7 @@ class MMDistributedDataParallel : public ModelWrapper,
 
  private:
   void detect_anomalous_params(const at::Tensor& loss);
-  void refuse_join_with_a_hook() const;
+  void refuse_unshadowable_join();
 
   DDPOptions options_;
   dist::GroupPtr group_;
