@@ -138,6 +138,26 @@ std::vector<at::Tensor> state_list(torch::nn::Module& module) {
   return state;
 }
 
+// One rank's copy of `initial` (built from `spec`), on the harness's device.
+std::shared_ptr<nets::TestNet> rank_copy(nets::TestNet& initial,
+                                         const nets::NetSpec& spec = join_net()) {
+  auto net = nets::make_net(spec);
+  nets::copy_state(initial, *net);
+  net->to(harness::device());
+  return net;
+}
+
+// A sharded wrapper's whole state by name: its parameters gathered, and the
+// buffers of `net`, the module it wraps.
+std::vector<at::Tensor> sharded_state_list(engine::model::MMFullyShardedDataParallel& wrapper,
+                                           torch::nn::Module& net) {
+  std::map<std::string, at::Tensor> state = wrapper.full_parameters();
+  for (const auto& item : net.named_buffers()) state[item.key()] = item.value();
+  std::vector<at::Tensor> values;
+  for (const auto& [name, value] : state) values.push_back(value.detach().to(at::kCPU).clone());
+  return values;
+}
+
 const Stepping kAccumulating{2, std::nullopt, 0.9};
 const Stepping kClipping{1, 0.05, 0.9};
 
@@ -202,9 +222,7 @@ TEST(Join, UnevenRanksTrainToTheSerialRunAndEndAlike) {
   for (const Variant& variant : variants()) {
     SCOPED_TRACE(variant.name);
     const auto seen = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
-      auto net = nets::make_net(join_net());
-      nets::copy_state(*initial, *net);
-      net->to(harness::device());
+      auto net = rank_copy(*initial);
       auto ddp = std::make_shared<MMDistributedDataParallel>(net, variant.options);
       engine::optim::OptimWrapper optim(
           std::make_shared<torch::optim::SGD>(ddp->parameters(), torch::optim::SGDOptions(kLr)));
@@ -238,9 +256,7 @@ TEST(Join, DdpRanksThatJoinedStepTheirOptimizerAsTheOthersDo) {
     SCOPED_TRACE(variant.name);
     const auto expected = serial_run(*initial, counts, variant.stepping, kThenAll);
     const auto seen = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
-      auto net = nets::make_net(join_net());
-      nets::copy_state(*initial, *net);
-      net->to(harness::device());
+      auto net = rank_copy(*initial);
       DDPOptions options;
       options.bucket_cap_mb = 100.0 / (1 << 20);  // several buckets
       auto ddp = std::make_shared<MMDistributedDataParallel>(net, options);
@@ -325,9 +341,7 @@ TEST(Join, ShardedWrappersTrainUnevenRanksToTheSerialRunAndEndAlike) {
     SCOPED_TRACE(variant.name);
     const auto expected = serial_run(*initial, counts, variant.stepping, kThenAll);
     const auto seen = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
-      auto net = nets::make_net(join_net());
-      nets::copy_state(*initial, *net);
-      net->to(harness::device());
+      auto net = rank_copy(*initial);
       auto wrapper = variant.wrap(net);
       engine::optim::OptimWrapper optim(
           std::make_shared<torch::optim::SGD>(
@@ -335,11 +349,7 @@ TEST(Join, ShardedWrappersTrainUnevenRanksToTheSerialRunAndEndAlike) {
               torch::optim::SGDOptions(kLr).momentum(variant.stepping.momentum)),
           wrapper_options(variant.stepping));
       train_unevenly_then_all(*wrapper, optim, rank, counts);
-      std::map<std::string, at::Tensor> state = wrapper->full_parameters();
-      for (const auto& item : net->named_buffers()) state[item.key()] = item.value();
-      std::vector<at::Tensor> values;
-      for (const auto& [name, value] : state) values.push_back(value.detach().to(at::kCPU).clone());
-      return values;
+      return sharded_state_list(*wrapper, *net);
     });
     expect_serial_state(seen, expected, counts, kThenAll);
   }
@@ -460,20 +470,15 @@ TEST(Join, FsdpJoinsWithSynchronisedBatchNormAndEndsAlike) {
   torch::manual_seed(7);
   const auto initial = nets::make_net(sync_batch_norm_net());
   const auto seen = harness::collect_ranks<std::vector<at::Tensor>>(world, [&](int rank) {
-    auto net = nets::make_net(sync_batch_norm_net());
-    nets::copy_state(*initial, *net);
+    auto net = rank_copy(*initial, sync_batch_norm_net());
     engine::model::convert_sync_batchnorm(*net);
-    net->to(harness::device());
     engine::model::FSDPOptions options;
     options.sharding_strategy = engine::model::ShardingStrategy::kNoShard;
     auto wrapper = fsdp(net, options);
     engine::optim::OptimWrapper optim(
         std::make_shared<torch::optim::SGD>(wrapper->parameters(), torch::optim::SGDOptions(kLr)));
     train_unevenly_then_all(*wrapper, optim, rank, counts);
-    std::vector<at::Tensor> values;
-    for (const auto& [name, value] : wrapper->full_parameters()) values.push_back(value.cpu());
-    for (const auto& item : net->named_buffers()) values.push_back(item.value().cpu());
-    return values;
+    return sharded_state_list(*wrapper, *net);
   });
   for (size_t t = 0; t < seen[0].size(); ++t) {
     EXPECT_TRUE(at::isfinite(seen[0][t]).all().item<bool>()) << "tensor " << t;
