@@ -38,7 +38,7 @@ GROUPS = {
         "//testing:harness", "//testing:repro", "//testing:test_main", "//testing:suite_source",
         "//testing:cases",
         "//testing:pairwise", "//testing/io:failing_file_system",
-        "//testing/model:nets", "//testing/model:ddp_cases", "//testing/model:sharding_cases",
+        "//testing/model:training_cases",
         "//testing/process:verdict", "//third_party/system:rapidcheck",
     ]),
     "DIST_ENGINE_DEMO_SOURCES": "deps(//examples:train) intersect //examples:all",
