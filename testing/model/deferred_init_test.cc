@@ -254,7 +254,7 @@ TEST(DeferredInit, TheKeysAreReadAsMmengineWritesThem) {
                   .find("key \"hybrid_shard_size\" must be a whole number from 0 to 2147483647"),
               std::string::npos);
     // A CUDA index is a c10::DeviceIndex (8 bits): beyond it, not wrapped.
-    for (const engine::registry::Json& index : {-1, 128, 65536}) {
+    for (int index : {-1, 128, 65536}) {
       EXPECT_NE(
           error("device_id", index).find("key \"device_id\" must be a whole number from 0 to 127"),
           std::string::npos)
