@@ -73,12 +73,26 @@ for target in "${targets[@]}"; do
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
 
-for target in "${targets[@]}"; do
+# fuzz TARGET: runs it for the time given; its status is the fuzzer's.
+fuzz() {
+  local target=$1
   mkdir -p "$out/$target.corpus" "$out/$target.crashes"
   # shellcheck disable=SC2086
-  if ! "$out/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+  "$out/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
     -artifact_prefix="$out/$target.crashes/" "$out/$target.corpus" ${seeds[$target]} \
-    >"$out/$target.log" 2>&1; then
+    >"$out/$target.log" 2>&1
+}
+
+# Run as many at a time as there are cores (each fuzzer is one thread, so
+# each still gets a core for its whole time), then reported in order.
+declare -A fuzzer
+for target in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  fuzz "$target" &
+  fuzzer[$target]=$!
+done
+for target in "${targets[@]}"; do
+  if ! wait "${fuzzer[$target]}"; then
     tail -40 "$out/$target.log"
     for input in "$out/$target.crashes"/*; do echo "fuzz: $target failed on $input:"; od -A x -t x1z "$input" | head -20; done
     exit 1
