@@ -10,7 +10,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <random>
 #include <set>
@@ -211,11 +210,7 @@ fs::path part_path(const fs::path& folder, int rank) {
 }
 
 at::Tensor read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path.string() + ": " + std::strerror(errno));
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  if (!in.eof() && !in) throw std::runtime_error(path.string() + ": " + std::strerror(errno));
+  const std::string bytes = io::read_file(path.string());
   at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
   std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
   return out;

@@ -7,7 +7,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <system_error>
 
 namespace engine::io {
@@ -78,6 +80,32 @@ void remove_all(const std::string& path, std::error_code& error) {
   constexpr int kOpenFolders = 16;
   const int result = ::nftw(path.c_str(), remove_entry, kOpenFolders, FTW_DEPTH | FTW_PHYS);
   if (result != 0) error.assign(result < 0 ? errno : result, std::generic_category());
+}
+
+std::string read_file(const std::string& path) {
+  const auto fail = [&](const std::string& why) {
+    throw std::runtime_error(path + ": cannot be read: " + why);
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(std::strerror(errno));
+  struct stat info {};
+  std::string bytes;
+  int error = ::fstat(fd, &info) == 0 ? 0 : errno;
+  if (!error) bytes.resize(static_cast<size_t>(info.st_size));
+  size_t done = 0;
+  while (!error && done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n > 0)
+      done += static_cast<size_t>(n);
+    else if (n == 0)
+      break;
+    else if (errno != EINTR)
+      error = errno;
+  }
+  ::close(fd);
+  if (error) fail(std::strerror(error));
+  if (done < bytes.size()) fail("it shrank while it was read");
+  return bytes;
 }
 
 void remove_all(const std::string& path) {

@@ -34,6 +34,12 @@ class FileSystem {
 // This process's file system, through POSIX calls.
 FileSystem& posix_file_system();
 
+// The whole content of `path`, in reads of its size as the file system
+// reports it (not a byte at a time, as through an istreambuf_iterator).
+// Throws std::runtime_error naming `path` and the system's reason when it
+// cannot be opened or read, or when it shrank while it was read.
+std::string read_file(const std::string& path);
+
 // std::filesystem::remove_all's contract: removes `path` and, for a folder,
 // everything under it, without following symbolic links; a missing `path` is
 // no error. The engine calls these instead, because the libtorch.so of
