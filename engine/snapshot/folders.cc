@@ -8,12 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
+#include <map>
 #include <stdexcept>
 #include <string_view>
 #include <system_error>
@@ -22,6 +22,7 @@
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
 #include "engine/io/atomic_file.h"
+#include "engine/io/file_system.h"
 
 namespace engine::snapshot {
 namespace {
@@ -41,11 +42,38 @@ std::string identity_of(const std::string& folder) {
   return std::string(host) + ":" + std::to_string(info.st_dev) + ":" + std::to_string(info.st_ino);
 }
 
-std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) throw std::runtime_error(path + ": cannot be read");
-  return bytes;
+// `copies` taken from each source folder in turn (the first copy of each,
+// then the second of each, ...), so that a window of them holds copies in
+// every direction. The same order on every rank.
+std::vector<Copy> by_turns_of_source(const std::vector<Copy>& copies) {
+  std::map<int, size_t> taken;                   // by source folder
+  std::vector<std::pair<size_t, size_t>> turns;  // (turn, position in `copies`)
+  for (size_t i = 0; i < copies.size(); ++i) turns.emplace_back(taken[copies[i].from]++, i);
+  std::stable_sort(turns.begin(), turns.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Copy> ordered;
+  for (const auto& turn : turns) ordered.push_back(copies[turn.second]);
+  return ordered;
+}
+
+// The end of the window of `copies` that starts at `begin`: as many as fit
+// in `limit` bytes, and at least one.
+size_t end_of_window(const std::vector<Copy>& copies, size_t begin, int64_t limit) {
+  size_t end = begin + 1;
+  int64_t bytes = copies[begin].size;
+  while (end < copies.size() && bytes + copies[end].size <= limit) {
+    bytes += copies[end++].size;
+  }
+  return end;
+}
+
+// The file at `path` into `bytes`, which must hold exactly all of it.
+void read_into(at::Tensor& bytes, const std::string& path) {
+  const std::string content = io::read_file(path);
+  if (static_cast<int64_t>(content.size()) != bytes.numel()) {
+    throw std::runtime_error(path + " changed size while it was copied");
+  }
+  std::memcpy(bytes.data_ptr(), content.data(), content.size());
 }
 
 // What one rank tells the others in survey(): what it could not do, or
@@ -104,7 +132,7 @@ FolderView survey(const std::string& folder, const std::string& marker) {
     fs::create_directories(folder);
     mine.identity = identity_of(folder);
     const fs::path marker_path = fs::path(folder) / marker;
-    if (fs::exists(marker_path)) mine.marker = read_whole(marker_path.string());
+    if (fs::exists(marker_path)) mine.marker = io::read_file(marker_path.string());
     mine.files = files_in(folder, marker);
   });
   std::vector<Report> reports;
@@ -133,32 +161,45 @@ FolderView survey(const std::string& folder, const std::string& marker) {
 }
 
 void copy_between(const FolderView& view, const std::string& folder,
-                  const std::vector<Copy>& copies) {
+                  const std::vector<Copy>& copies, int64_t bytes_in_flight) {
   const int me = dist::get_rank();
   const at::Device device = dist::get_comm_device();
   std::string failure;
-  for (const Copy& copy : copies) {
-    const std::string path = (fs::path(folder) / copy.file).string();
-    const auto note = [&](const std::function<void()>& step) {
-      if (failure.empty()) failure = dist::failure_of(step);
-    };
-    if (me == view.leaders[copy.from]) {
-      at::Tensor bytes = at::zeros({copy.size}, at::kByte);
-      note([&] {
-        const std::string content = read_whole(path);
-        if (static_cast<int64_t>(content.size()) != copy.size) {
-          throw std::runtime_error(path + " changed size while it was copied");
-        }
-        std::memcpy(bytes.data_ptr(), content.data(), content.size());
-      });
-      if (copy.size > 0) dist::send(bytes.to(device), view.leaders[copy.to]);
-    } else if (me == view.leaders[copy.to]) {
-      at::Tensor bytes = at::empty({copy.size}, at::TensorOptions(device).dtype(at::kByte));
-      if (copy.size > 0) dist::recv(bytes, view.leaders[copy.from]);
+  const auto note = [&](const std::function<void()>& step) {
+    if (failure.empty()) failure = dist::failure_of(step);
+  };
+  const std::vector<Copy> ordered = by_turns_of_source(copies);
+  for (size_t begin = 0, end = 0; begin < ordered.size(); begin = end) {
+    end = end_of_window(ordered, begin, bytes_in_flight);
+    // Posted in the window's order on every rank, which is what keeps
+    // backends whose point-to-point calls run in order (nccl's) from a
+    // deadlock; the others move the window's copies side by side.
+    std::vector<std::pair<const Copy*, at::Tensor>> received;
+    std::vector<at::Tensor> sent;  // alive until their sends complete
+    std::vector<dist::WorkPtr> works;
+    for (size_t i = begin; i < end; ++i) {
+      const Copy& copy = ordered[i];
+      if (me == view.leaders[copy.to]) {
+        at::Tensor bytes = at::empty({copy.size}, at::TensorOptions(device).dtype(at::kByte));
+        if (copy.size > 0) works.push_back(dist::recv_async(bytes, view.leaders[copy.from]));
+        received.emplace_back(&copy, bytes);
+      } else if (me == view.leaders[copy.from]) {
+        // Zeros where the file cannot be read: the receiver still waits for
+        // its bytes, and the failure is everyone's at the end.
+        at::Tensor bytes = at::zeros({copy.size}, at::kByte);
+        note([&] { read_into(bytes, (fs::path(folder) / copy.file).string()); });
+        if (copy.size == 0) continue;
+        sent.push_back(bytes.to(device));
+        works.push_back(dist::send_async(sent.back(), view.leaders[copy.to]));
+      }
+    }
+    for (const dist::WorkPtr& work : works) work->wait();
+    for (const auto& [copy, bytes] : received) {
       const at::Tensor host = bytes.cpu();
       note([&] {
-        io::write_atomically(path, {std::string_view(static_cast<const char*>(host.data_ptr()),
-                                                     static_cast<size_t>(copy.size))});
+        io::write_atomically((fs::path(folder) / copy->file).string(),
+                             {std::string_view(static_cast<const char*>(host.data_ptr()),
+                                               static_cast<size_t>(copy->size))});
       });
     }
   }

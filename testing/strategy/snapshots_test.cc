@@ -25,6 +25,7 @@
 #include "engine/io/file_system.h"
 #include "engine/registry/config.h"
 #include "engine/runner/runner.h"
+#include "engine/snapshot/folders.h"
 #include "examples/classifier.h"
 #include "testing/harness.h"
 #include "testing/io/failing_file_system.h"
@@ -218,6 +219,57 @@ TEST(SnapshotsTest, EachNodesFilesAreAlsoInTheNextNodesFolder) {
       }
     }
     EXPECT_EQ(held, expected) << "node " << node;
+  }
+}
+
+// Each of 3 nodes (two ranks each) writes files of every size around
+// `bytes_in_flight` into its folder; copy_between copies them to the next
+// node's folder, as a snapshot's publication does.
+void copy_around_a_ring(const std::string& name, int64_t bytes_in_flight) {
+  const std::vector<int64_t> sizes = {0, 1, 999, 1000, 1001, 2500, 7};
+  const auto content = [](int node, size_t file, int64_t size) {
+    std::string bytes(static_cast<size_t>(size), '\0');
+    for (int64_t i = 0; i < size; ++i) bytes[i] = static_cast<char>(31 * node + 7 * file + i);
+    return bytes;
+  };
+  const auto file_name = [](int node, size_t file) {
+    return "node" + std::to_string(node) + "/file" + std::to_string(file);
+  };
+  std::vector<std::string> folders;
+  for (int node = 0; node < 3; ++node) {
+    folders.push_back(fresh_folder(name + "_" + std::to_string(node)));
+    for (size_t file = 0; file < sizes.size(); ++file) {
+      const fs::path path = fs::path(folders[node]) / file_name(node, file);
+      fs::create_directories(path.parent_path());
+      std::ofstream(path, std::ios::binary) << content(node, file, sizes[file]);
+    }
+  }
+  harness::run_ranks(6, [&](int rank) {
+    const engine::snapshot::FolderView view =
+        engine::snapshot::survey(folders[rank / 2], "COMMITTED");
+    std::vector<engine::snapshot::Copy> copies;
+    for (int node = 0; node < view.size(); ++node) {
+      for (size_t file = 0; file < sizes.size(); ++file) {
+        copies.push_back({file_name(node, file), sizes[file], node, (node + 1) % view.size()});
+      }
+    }
+    engine::snapshot::copy_between(view, folders[rank / 2], copies, bytes_in_flight);
+  });
+  for (int node = 0; node < 3; ++node) {
+    const int before = (node + 2) % 3;
+    for (size_t file = 0; file < sizes.size(); ++file) {
+      EXPECT_EQ(engine::io::read_file((fs::path(folders[node]) / file_name(before, file)).string()),
+                content(before, file, sizes[file]))
+          << "node " << node << " file " << file_name(before, file);
+    }
+  }
+}
+
+TEST(SnapshotsTest, CopiesBetweenNodesArriveWholeInWindowsOfAnySize) {
+  for (const int64_t bytes_in_flight :
+       {int64_t{1}, int64_t{1000}, int64_t{2500}, int64_t{5000}, int64_t{256} << 20}) {
+    SCOPED_TRACE("bytes_in_flight " + std::to_string(bytes_in_flight));
+    copy_around_a_ring("windows_" + std::to_string(bytes_in_flight), bytes_in_flight);
   }
 }
 
