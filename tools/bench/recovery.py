@@ -14,6 +14,12 @@ mean snapshot. Lines come timestamped as the launcher relays them.
 
   python3 tools/bench/recovery.py --config examples/train_config.json \
       --iters 60 --checkpoint-interval 20 --snapshot-interval 1 --kill-at 39
+
+With --hosts N (root), the job spans N emulated hosts on this machine
+(testing/hosts/run_on_hosts.sh: a network namespace each, joined by a
+bridge), --nproc-per-node ranks on each; the killed rank is the last host's,
+and every host's launcher restarts. The hosts share this machine's cores and
+one filesystem (the checkpoints' folder, as a cluster's shared storage is).
 """
 
 import argparse
@@ -26,10 +32,11 @@ import tempfile
 import time
 
 
-def timed_lines(command):
-    """The command's output (stdout and stderr) as (seconds, line) pairs."""
+def timed_lines(command, env):
+    """The command's output (stdout and stderr) as (seconds, line) pairs,
+    run with `env` added to the environment."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, bufsize=1)
+                               text=True, bufsize=1, env={**os.environ, **env})
     lines = [(time.monotonic(), line.rstrip("\n")) for line in process.stdout]
     if process.wait() != 0:
         raise SystemExit("recovery: the job failed:\n" + "\n".join(l for _, l in lines[-20:]))
@@ -55,13 +62,20 @@ MODES = {
 
 
 def run(args, config, mode, work):
-    command = [args.launch, "--nproc-per-node", str(args.nproc_per_node), "--max-restarts", "1",
-               args.train,
-               "--config", config, "--launcher", "pytorch", "--backend", "gloo",
-               "--iters", str(args.iters), "--checkpoint-interval", str(args.checkpoint_interval),
-               "--resume", "auto", "--work-dir", work, "--fail-after-batches", str(args.kill_at)]
+    command = [args.launch, "--nproc-per-node", str(args.nproc_per_node)]
+    if args.hosts > 1:
+        # run_on_hosts.sh gives each host's launcher --nnodes, --node-rank,
+        # --nproc-per-node and the store's address.
+        command = ["bash", "testing/hosts/run_on_hosts.sh", str(args.hosts),
+                   str(args.nproc_per_node), args.launch]
+    command += ["--max-restarts", "1", args.train,
+                "--config", config, "--launcher", "pytorch", "--backend", "gloo",
+                "--iters", str(args.iters), "--checkpoint-interval", str(args.checkpoint_interval),
+                "--resume", "auto", "--work-dir", work, "--fail-after-batches", str(args.kill_at)]
     command += MODES[mode](args)
-    lines = timed_lines(command)
+    # run_on_hosts.sh ends each host's launcher after 300 s by default, a
+    # test's bound: a 100M run on a busy machine takes longer.
+    lines = timed_lines(command, {"RUN_ON_HOSTS_LIVE": "1", "RUN_ON_HOSTS_TIMEOUT": "3600"})
     killed, _ = first(lines, r"this rank kills itself now")
     resumed, match = first(lines, r"resumed from \S+ at iteration (\d+)", killed)
     resumed_at = int(match.group(1)) if match else 0
@@ -85,6 +99,8 @@ def main():
     parser.add_argument("--model", type=json.loads, help="replaces the config's model (JSON)")
     parser.add_argument("--strategy", type=json.loads, help="replaces its strategy (JSON)")
     parser.add_argument("--nproc-per-node", type=int, default=2)
+    parser.add_argument("--hosts", type=int, default=1,
+                        help="emulated hosts the job spans (root; at most 9)")
     parser.add_argument("--iters", type=int, default=60)
     parser.add_argument("--checkpoint-interval", type=int, default=20)
     parser.add_argument("--snapshot-interval", type=int, default=1)
