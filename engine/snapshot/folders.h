@@ -48,9 +48,9 @@ struct Copy {
 // of `to`, point to point, which writes them atomically into its `folder`
 // (the same `copies`, in the same order, on every rank). Copies in every
 // direction move at once, at most `bytes_in_flight` of them at a time (or
-// one larger copy), which the sending and receiving ranks hold in memory. Throws the same
-// CheckpointError on every rank when a leader could not read or write its
-// file. No collective when `copies` is empty.
+// one larger copy), which the sending and receiving ranks hold in memory.
+// Throws the same CheckpointError on every rank when a leader could not
+// read or write its file. No collective when `copies` is empty.
 void copy_between(const FolderView& view, const std::string& folder,
                   const std::vector<Copy>& copies, int64_t bytes_in_flight = int64_t{256} << 20);
 
