@@ -212,7 +212,8 @@ fs::path part_path(const fs::path& folder, int rank) {
 at::Tensor read_file(const fs::path& path) {
   const std::string bytes = io::read_file(path.string());
   at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
+  // An empty tensor has no storage: memcpy may not take its null.
+  if (!bytes.empty()) std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
   return out;
 }
 

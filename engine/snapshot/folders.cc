@@ -73,7 +73,8 @@ void read_into(at::Tensor& bytes, const std::string& path) {
   if (static_cast<int64_t>(content.size()) != bytes.numel()) {
     throw std::runtime_error(path + " changed size while it was copied");
   }
-  std::memcpy(bytes.data_ptr(), content.data(), content.size());
+  // An empty file's tensor has no storage: memcpy may not take its null.
+  if (!content.empty()) std::memcpy(bytes.data_ptr(), content.data(), content.size());
 }
 
 // What one rank tells the others in survey(): what it could not do, or
