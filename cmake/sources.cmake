@@ -66,10 +66,12 @@ set(DIST_ENGINE_SOURCES
     engine/dist/reduce_kernel.h
     engine/dist/reduce_op.cc
     engine/dist/reduce_op.h
-    engine/dist/shared_segment.cc
-    engine/dist/shared_segment.h
-    engine/dist/staging.cc
-    engine/dist/staging.h
+    engine/dist/shm/node_shared_buffers.cc
+    engine/dist/shm/node_shared_buffers.h
+    engine/dist/shm/segment.cc
+    engine/dist/shm/segment.h
+    engine/dist/shm/staging.cc
+    engine/dist/shm/staging.h
     engine/dist/work.cc
     engine/dist/work.h
     engine/dist/zip_index.cc

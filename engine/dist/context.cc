@@ -6,7 +6,7 @@
 
 #include "engine/dist/errors.h"
 #include "engine/dist/flight.h"
-#include "engine/dist/node_shared.h"
+#include "engine/dist/shm/node_shared_buffers.h"
 
 namespace engine::dist {
 namespace {
@@ -20,7 +20,7 @@ std::shared_ptr<Context> make_context(std::shared_ptr<Backend> world) {
   std::iota(ranks.begin(), ranks.end(), 0);
   const int rank = world->rank();
   auto context = std::make_shared<Context>();
-  world = with_node_shared_buffers(std::move(world));
+  world = shm::with_node_shared_buffers(std::move(world));
   const flight::RecorderOptions options = flight::recorder_options_from_env();
   if (options.capacity > 0) {
     context->flight_recorder =

@@ -16,7 +16,7 @@ namespace engine::dist {
 // process one on that thread. Nothing here is shared between two thread-ranks.
 //
 // Both wrap `world` twice: in node-shared buffers' all_reduce
-// (with_node_shared_buffers), and around that in the flight recorder, so
+// (shm::with_node_shared_buffers), and around that in the flight recorder, so
 // that the recorder sees every call the API makes.
 struct Context {
   GroupPtr default_group;

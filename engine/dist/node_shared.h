@@ -5,31 +5,25 @@
 
 #include <cstdint>
 
-#include "engine/dist/backend.h"
 #include "engine/dist/group.h"
-#include "engine/dist/reduce_op.h"
-#include "engine/dist/work.h"
 
 namespace engine::dist {
 
 // Buffers that every rank of a group maps, for groups whose ranks share one
 // machine. An all_reduce on such a buffer moves nothing through the backend:
-// each rank reduces slices of the buffer straight from its peers' memory and
-// stores the result into every peer's copy, one pass of loads and stores
-// instead of a transport's copies in and out. This is what DDP's gradient
-// buckets live in (the reducer allocates them here).
+// each rank reduces straight from its peers' memory (engine/dist/shm/ holds
+// how). This is what DDP's gradient buckets live in (the reducer allocates
+// them here).
 //
-// Ranks meet through counters in the shared memory; a rank that waits for
-// its peers sleeps on a futex and never spins, so more ranks than cores is
-// fine. Every element's result is computed once, in group-rank order, so
-// every rank gets bit-identical results. The flight recorder sees these
-// calls; the debug mode's fingerprints and the simulator's order checks,
-// made beneath it, would not, so the debug mode keeps to ordinary
-// buffers (Backend::node_shared_wait), and the simulator does unless its
-// options allow them. A
-// rank that does not come gives a Timeout naming it after the wait's timeout
-// (none given: the backend's, as set in init_dist); a rank that dies is seen
-// the same way, or ended with the job by its launcher.
+// A rank that waits for its peers sleeps and never spins, so more ranks than
+// cores is fine, and every rank gets bit-identical results. The choice is
+// made beneath the flight recorder, which so records these calls too; the
+// debug mode's fingerprints and the simulator's order checks would not see
+// them, so the debug mode keeps to ordinary buffers
+// (Backend::node_shared_wait), and the simulator does unless its options
+// allow them. A rank that does not come gives a Timeout naming it after the
+// wait's timeout (none given: the backend's, as set in init_dist); a rank
+// that dies is seen the same way, or ended with the job by its launcher.
 
 // Collective over `group` (nullptr: the default group): every rank calls it
 // in the same order with the same `numel` and `dtype`. Returns `numel`
@@ -42,12 +36,5 @@ at::Tensor zeros_node_shared(int64_t numel, c10::ScalarType dtype, const GroupPt
 
 // Whether `t` is a whole buffer from zeros_node_shared.
 bool is_node_shared(const at::Tensor& t);
-
-// `inner` (a world's backend), with every all_reduce of a whole buffer from
-// zeros_node_shared on its group, in an op that applies to the buffer's
-// dtype, made through shared memory; every other call goes to `inner`,
-// subgroups from split() alike. Every context puts it beneath the flight
-// recorder (engine/dist/context.h), which so records these calls too.
-std::shared_ptr<Backend> with_node_shared_buffers(std::shared_ptr<Backend> inner);
 
 }  // namespace engine::dist

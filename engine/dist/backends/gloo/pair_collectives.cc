@@ -132,9 +132,9 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::reduce_scatter(
     }
     auto* result = static_cast<char*>(output.data_ptr());
     if (StagedPairs* staged = staging_for(output.nbytes())) {
-      staged->run(StagedTransfer::reduce_scatter(staged->area(), std::move(pointers), result,
-                                                 static_cast<int64_t>(output.nbytes()),
-                                                 output.scalar_type(), op));
+      staged->run(shm::StagedTransfer::reduce_scatter(staged->area(), std::move(pointers), result,
+                                                      static_cast<int64_t>(output.nbytes()),
+                                                      output.scalar_type(), op));
       return;
     }
     chunked_->reduce_scatter(std::vector<const void*>(pointers.begin(), pointers.end()), result,
@@ -173,7 +173,7 @@ c10::intrusive_ptr<c10d::Work> PairCollectives::all_gather(const at::Tensor& out
   return queue_->enqueue([this, output, input] {
     const size_t bytes = input.nbytes();
     if (StagedPairs* staged = staging_for(bytes)) {
-      staged->run(StagedTransfer::all_gather(
+      staged->run(shm::StagedTransfer::all_gather(
           staged->area(), static_cast<const char*>(input.data_ptr()),
           static_cast<char*>(output.data_ptr()), static_cast<int64_t>(bytes)));
       return;
@@ -208,7 +208,7 @@ StagedPairs* PairCollectives::staging_for(size_t block_bytes) {
     const uint8_t* all = ring_for(flag.size()).gather({bytes_of(flag)});
     return std::all_of(all, all + ranks, [](uint8_t each) { return each == 1; });
   };
-  auto area = StagingArea::create(context_->rank, ranks, {all_gather_names, all_true});
+  auto area = shm::StagingArea::create(context_->rank, ranks, {all_gather_names, all_true});
   if (area) staged_ = std::make_unique<StagedPairs>(context_, std::move(area), *read_mode_);
   return staged_.get();
 }

@@ -5,7 +5,7 @@
 namespace engine::dist::gloo {
 
 StagedPairs::StagedPairs(std::shared_ptr<::gloo::Context> context,
-                         std::unique_ptr<StagingArea> area, ReadMode& read_mode)
+                         std::unique_ptr<shm::StagingArea> area, ReadMode& read_mode)
     : context_(std::move(context)),
       area_(std::move(area)),
       read_mode_(read_mode),
@@ -19,7 +19,7 @@ StagedPairs::StagedPairs(std::shared_ptr<::gloo::Context> context,
   }
 }
 
-void StagedPairs::run(const StagedTransfer& transfer) {
+void StagedPairs::run(const shm::StagedTransfer& transfer) {
   for (int64_t chunk = 0; chunk < transfer.chunks(); ++chunk) {
     transfer.stage(chunk);
     tell_peers();

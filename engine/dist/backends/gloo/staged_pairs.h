@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "engine/dist/backends/gloo/read_mode.h"
-#include "engine/dist/staging.h"
+#include "engine/dist/shm/staging.h"
 
 namespace engine::dist::gloo {
 
-// reduce_scatter and all_gather through a StagingArea (engine/dist/staging.h)
+// reduce_scatter and all_gather through a shm::StagingArea (engine/dist/shm/staging.h)
 // for ranks on one machine, with one-byte messages on the pairs of a Gloo
 // context in synchronous mode as the words that chunks are staged.
 //
@@ -33,21 +33,21 @@ class StagedPairs {
   // Takes a slot of `context` for the words (every rank in the same order);
   // `area` is this context's ranks'. Refreshes `read_mode` before each word
   // it reads.
-  StagedPairs(std::shared_ptr<::gloo::Context> context, std::unique_ptr<StagingArea> area,
+  StagedPairs(std::shared_ptr<::gloo::Context> context, std::unique_ptr<shm::StagingArea> area,
               ReadMode& read_mode);
 
-  StagingArea& area() { return *area_; }
+  shm::StagingArea& area() { return *area_; }
 
   // Runs `transfer`, chunk by chunk, to the end; a silent peer ends it with
   // Gloo's IoException once the context's timeout has passed.
-  void run(const StagedTransfer& transfer);
+  void run(const shm::StagedTransfer& transfer);
 
  private:
   void tell_peers();
   void hear_peers();
 
   std::shared_ptr<::gloo::Context> context_;
-  std::unique_ptr<StagingArea> area_;
+  std::unique_ptr<shm::StagingArea> area_;
   ReadMode& read_mode_;
   char word_ = 1;
   std::vector<char> heard_;  // by peer

@@ -13,7 +13,7 @@ namespace {
 constexpr int kNoticeTag = 0;
 
 // The communicator's collectives, for making segments.
-SegmentCollectives collectives_of(MPI_Comm comm, int size, int world_rank) {
+shm::SegmentCollectives collectives_of(MPI_Comm comm, int size, int world_rank) {
   auto all_gather_names = [comm, size, world_rank](const std::vector<char>& mine) {
     std::vector<char> all(mine.size() * static_cast<size_t>(size));
     const auto bytes = static_cast<int>(mine.size());
@@ -41,7 +41,7 @@ const char* bytes_of(const at::Tensor& tensor) {
 // rank's own messages to go out).
 class StagedCall {
  public:
-  StagedCall(const StagedCollectives& staged, StagedTransfer transfer, const char* what)
+  StagedCall(const StagedCollectives& staged, shm::StagedTransfer transfer, const char* what)
       : staged_(&staged), transfer_(std::move(transfer)), what_(what) {}
 
   // Stages chunk 0; its round's requests (none when the blocks are empty).
@@ -63,7 +63,7 @@ class StagedCall {
 
  private:
   MpiWork::Requests announced() const {
-    const StagingArea& area = *staged_->area_;
+    const shm::StagingArea& area = *staged_->area_;
     MpiWork::Requests requests;
     for (int peer = 0; peer < area.size(); ++peer) {
       if (peer == area.rank()) continue;
@@ -78,7 +78,7 @@ class StagedCall {
   }
 
   const StagedCollectives* staged_;
-  StagedTransfer transfer_;
+  shm::StagedTransfer transfer_;
   const char* what_;
   int64_t next_ = 0;  // the chunk the current round waits for
 };
@@ -88,7 +88,7 @@ std::unique_ptr<StagedCollectives> StagedCollectives::create(MPI_Comm comm, int 
   int size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  auto area = StagingArea::create(rank, size, collectives_of(comm, size, world_rank));
+  auto area = shm::StagingArea::create(rank, size, collectives_of(comm, size, world_rank));
   if (!area) return nullptr;
   MPI_Comm notices;
   check(MPI_Comm_dup(comm, &notices), "staging area (MPI_Comm_dup)", world_rank);
@@ -96,7 +96,7 @@ std::unique_ptr<StagedCollectives> StagedCollectives::create(MPI_Comm comm, int 
       new StagedCollectives(std::move(area), notices, world_rank));
 }
 
-StagedCollectives::StagedCollectives(std::unique_ptr<StagingArea> area, MPI_Comm notices,
+StagedCollectives::StagedCollectives(std::unique_ptr<shm::StagingArea> area, MPI_Comm notices,
                                      int world_rank)
     : area_(std::move(area)), notices_(notices), world_rank_(world_rank) {}
 
@@ -114,7 +114,7 @@ WorkPtr StagedCollectives::reduce_scatter(at::Tensor& output, const std::vector<
     sources.push_back(bytes_of(block));
     keep_alive.push_back(block);
   }
-  auto transfer = StagedTransfer::reduce_scatter(
+  auto transfer = shm::StagedTransfer::reduce_scatter(
       *area_, std::move(sources), static_cast<char*>(output.data_ptr()),
       static_cast<int64_t>(output.nbytes()), output.scalar_type(), op);
   return start(StagedCall(*this, std::move(transfer), "reduce_scatter"), std::move(keep_alive),
@@ -123,9 +123,9 @@ WorkPtr StagedCollectives::reduce_scatter(at::Tensor& output, const std::vector<
 
 WorkPtr StagedCollectives::all_gather(at::Tensor& output, const at::Tensor& input,
                                       WaitPolicy policy) {
-  auto transfer =
-      StagedTransfer::all_gather(*area_, bytes_of(input), static_cast<char*>(output.data_ptr()),
-                                 static_cast<int64_t>(input.nbytes()));
+  auto transfer = shm::StagedTransfer::all_gather(*area_, bytes_of(input),
+                                                  static_cast<char*>(output.data_ptr()),
+                                                  static_cast<int64_t>(input.nbytes()));
   return start(StagedCall(*this, std::move(transfer), "all_gather"), {output, input}, "all_gather",
                policy);
 }

@@ -7,14 +7,14 @@
 
 #include "engine/dist/backends/mpi/mpi_work.h"
 #include "engine/dist/reduce_op.h"
-#include "engine/dist/staging.h"
+#include "engine/dist/shm/staging.h"
 #include "engine/dist/work.h"
 
 namespace engine::dist::mpi {
 
 class StagedCall;
 
-// reduce_scatter and all_gather through a StagingArea (engine/dist/staging.h)
+// reduce_scatter and all_gather through a shm::StagingArea (engine/dist/shm/staging.h)
 // for the ranks of a communicator on one machine, with empty MPI messages as
 // the words that chunks are staged.
 //
@@ -42,7 +42,7 @@ class StagedCollectives {
   StagedCollectives& operator=(const StagedCollectives&) = delete;
 
   // The elementwise reduction with `op` of every rank's blocks[rank], in
-  // rank order (StagedTransfer::reduce_scatter), each block read where it
+  // rank order (shm::StagedTransfer::reduce_scatter), each block read where it
   // lies. Requires can_reduce(dtype, op); one block a rank, each contiguous,
   // of output's dtype and size, none overlapping the output.
   WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& blocks, ReduceOp op,
@@ -53,11 +53,11 @@ class StagedCollectives {
 
  private:
   friend class StagedCall;
-  StagedCollectives(std::unique_ptr<StagingArea> area, MPI_Comm notices, int world_rank);
+  StagedCollectives(std::unique_ptr<shm::StagingArea> area, MPI_Comm notices, int world_rank);
 
   WorkPtr start(StagedCall call, MpiWork::Tensors keep_alive, const char* what, WaitPolicy policy);
 
-  std::unique_ptr<StagingArea> area_;
+  std::unique_ptr<shm::StagingArea> area_;
   MPI_Comm notices_;  // the empty messages, apart from every other traffic
   int world_rank_;
   WorkPtr in_flight_;  // the last staged operation issued

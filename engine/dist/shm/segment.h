@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-namespace engine::dist {
+namespace engine::dist::shm {
 
 // Memory that the processes of one machine map by name (POSIX shared memory
 // through ATen's MapAllocator): the segments behind node-shared buffers and
@@ -35,4 +35,4 @@ constexpr size_t kSegmentNameBytes = 64;
 std::vector<at::DataPtr> map_segments_of_every_rank(int64_t bytes, int rank, int ranks,
                                                     const SegmentCollectives& collectives);
 
-}  // namespace engine::dist
+}  // namespace engine::dist::shm

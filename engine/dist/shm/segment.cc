@@ -1,4 +1,4 @@
-#include "engine/dist/shared_segment.h"
+#include "engine/dist/shm/segment.h"
 
 #include <ATen/MapAllocator.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <random>
 #include <string>
 
-namespace engine::dist {
+namespace engine::dist::shm {
 namespace {
 
 std::string fresh_name() {
@@ -97,4 +97,4 @@ std::vector<at::DataPtr> map_segments_of_every_rank(int64_t bytes, int rank, int
   return segments;
 }
 
-}  // namespace engine::dist
+}  // namespace engine::dist::shm

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "engine/dist/reduce_op.h"
-#include "engine/dist/shared_segment.h"
+#include "engine/dist/shm/segment.h"
 
-namespace engine::dist {
+namespace engine::dist::shm {
 
 // Staging memory that every rank of a group on one machine maps (a named
-// shared-memory segment per rank, shared_segment.h), and the reduce_scatter
+// shared-memory segment per rank, segment.h), and the reduce_scatter
 // and all_gather that go through it, chunk by chunk. A backend supplies the
 // messages that tell a rank its peers' chunks are staged; this file owns
 // what lies where and what is copied and reduced.
@@ -108,4 +108,4 @@ class StagedTransfer {
   uint64_t first_chunk_;
 };
 
-}  // namespace engine::dist
+}  // namespace engine::dist::shm

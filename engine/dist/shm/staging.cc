@@ -1,4 +1,4 @@
-#include "engine/dist/staging.h"
+#include "engine/dist/shm/staging.h"
 
 #include <algorithm>
 #include <atomic>
@@ -6,7 +6,7 @@
 
 #include "engine/dist/reduce_kernel.h"
 
-namespace engine::dist {
+namespace engine::dist::shm {
 
 std::unique_ptr<StagingArea> StagingArea::create(int rank, int size,
                                                  const SegmentCollectives& collectives) {
@@ -104,4 +104,4 @@ void StagedTransfer::consume(int64_t chunk) const {
   for (int r = 2; r < ranks; ++r) reduce_into(result, staged_by(r, chunk), count, dtype_, op_);
 }
 
-}  // namespace engine::dist
+}  // namespace engine::dist::shm
