@@ -207,6 +207,10 @@ set(DIST_ENGINE_GLOO_SOURCES
     engine/dist/backends/gloo/chunked_ring.h
     engine/dist/backends/gloo/gloo_backend.cc
     engine/dist/backends/gloo/gloo_backend.h
+    engine/dist/backends/gloo/gloo_tensors.cc
+    engine/dist/backends/gloo/gloo_tensors.h
+    engine/dist/backends/gloo/gloo_work.cc
+    engine/dist/backends/gloo/gloo_work.h
     engine/dist/backends/gloo/interface.cc
     engine/dist/backends/gloo/interface.h
     engine/dist/backends/gloo/pair_collectives.cc

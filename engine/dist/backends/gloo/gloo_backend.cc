@@ -11,11 +11,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
-#include <optional>
-#include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "engine/dist/backend_registry.h"
+#include "engine/dist/backends/gloo/gloo_tensors.h"
+#include "engine/dist/backends/gloo/gloo_work.h"
 #include "engine/dist/backends/gloo/interface.h"
 #include "engine/dist/backends/gloo/rendezvous_store.h"
 #include "engine/dist/backends/store/tcp_store.h"
@@ -25,167 +25,10 @@
 namespace engine::dist::gloo {
 namespace {
 
-// c10's errors carry a backtrace that says nothing to the user of a timeout.
-std::string without_backtrace(const std::exception& e) {
-  const auto* error = dynamic_cast<const c10::Error*>(&e);
-  return error ? error->what_without_backtrace() : e.what();
-}
-
-std::exception_ptr peer_failure(int rank, const char* what, const std::exception& e) {
-  return std::make_exception_ptr(
-      PeerFailure(on_rank(rank, std::string("gloo ") + what + " failed: " + e.what())));
-}
-
-// A call's work and what to do once it succeeded.
-class GlooWork : public Work {
- public:
-  // `read_mode`: the pairs' mode, for a call of the adapter's own pairs (else null).
-  GlooWork(c10::intrusive_ptr<c10d::Work> work, std::function<void()> on_success, const char* what,
-           int rank, std::chrono::milliseconds timeout, std::shared_ptr<ReadMode> read_mode)
-      : work_(std::move(work)),
-        on_success_(std::move(on_success)),
-        what_(what),
-        rank_(rank),
-        timeout_(timeout),
-        read_mode_(std::move(read_mode)) {}
-
-  bool is_completed() override { return work_->isCompleted(); }
-
-  // A wait that runs out of time throws Timeout but leaves a collective
-  // pending (a late rank may still come); only a finished work's error is
-  // final. Gloo itself ends a send or receive whose wait ran out, so that
-  // Timeout is final.
-  void wait(std::chrono::milliseconds timeout) override {
-    if (timeout == kNoTimeout) timeout = timeout_;
-    if (!finished_) {
-      std::optional<ReadMode::Waiting> waiting;
-      if (read_mode_) waiting.emplace(*read_mode_);
-      bool done = false;
-      // Yield the core a bounded number of times before blocking: a futex
-      // wake-up costs tens of microseconds on small VMs, and yielding hands
-      // the core to the backend's and Gloo's threads, which finish the work.
-      constexpr int kYieldsBeforeBlocking = 256;
-      for (int i = 0; i < kYieldsBeforeBlocking && !work_->isCompleted(); ++i) {
-        std::this_thread::yield();
-      }
-      try {
-        done = work_->wait(timeout);
-      } catch (const std::exception& e) {
-        if (!work_->isCompleted()) throw Timeout(message(timeout) + ": " + without_backtrace(e));
-        finish(outcome(timeout));
-      }
-      if (!done && !finished_) throw Timeout(message(timeout));
-      if (!finished_) finish(nullptr);
-    }
-    if (error_) std::rethrow_exception(error_);
-  }
-
-  std::exception_ptr exception() override { return error_; }
-
- private:
-  // Gloo reports a rank that never came and a closed connection with the
-  // same type (IoException); only its message tells them apart ("Read
-  // timeout", "Timed out waiting ...": checked by
-  // //testing/process:timeout_gloo_2_*).
-  std::exception_ptr failure(const std::exception& e, std::chrono::milliseconds timeout) const {
-    const std::string text = e.what();
-    const bool timed_out =
-        dynamic_cast<const ::gloo::IoException*>(&e) != nullptr &&
-        (text.find("timeout") != std::string::npos || text.find("Timed out") != std::string::npos);
-    if (timed_out) return std::make_exception_ptr(Timeout(message(timeout) + ": " + e.what()));
-    return peer_failure(rank_, what_, e);
-  }
-
-  // A completed work's own outcome, not the wait's error.
-  std::exception_ptr outcome(std::chrono::milliseconds timeout) const {
-    const std::exception_ptr own = work_->exception();
-    if (!own) return nullptr;
-    try {
-      std::rethrow_exception(own);
-    } catch (const std::exception& e) {
-      return failure(e, timeout);
-    } catch (...) {
-      return own;
-    }
-  }
-
-  std::string message(std::chrono::milliseconds timeout) const {
-    return on_rank(rank_, std::string("gloo ") + what_ + " did not complete within " +
-                              std::to_string(timeout.count()) +
-                              " ms: some rank never made the matching call (or died); end the job "
-                              "and look at the other ranks");
-  }
-
-  c10::intrusive_ptr<c10d::Work> work_;
-  std::function<void()> on_success_;
-  const char* what_;
-  int rank_;
-  std::chrono::milliseconds timeout_;
-  std::shared_ptr<ReadMode> read_mode_;
-  bool finished_ = false;
-  std::exception_ptr error_;
-
-  // Records the outcome once: the work's error, or what on_success_ threw.
-  void finish(std::exception_ptr error) {
-    finished_ = true;
-    error_ = error;
-    if (error_ || !on_success_) return;
-    try {
-      on_success_();
-    } catch (...) {
-      error_ = std::current_exception();
-    }
-  }
-};
-
 // Gloo divides by the element count in some algorithms: a call with nothing
 // to move completes at once instead, on every rank alike, since every rank
 // passes the same shapes.
 WorkPtr nothing_to_move() { return completed_work(); }
-
-// `tensor` where Gloo can reach it (CPU memory, contiguous): itself when it
-// is there already, else a copy of its values.
-at::Tensor plain(const at::Tensor& tensor) {
-  if (is_plain(tensor)) return tensor;
-  return at::empty(tensor.sizes(), tensor.options().device(at::kCPU)).copy_(tensor);
-}
-
-// A plain tensor's bytes, flat. Not view({-1}): a one-element tensor counts
-// as contiguous whatever its stride, which a byte view refuses.
-at::Tensor bytes_of(const at::Tensor& plain) {
-  return plain.as_strided({plain.numel()}, {1}).view(at::kByte);
-}
-
-// Writes a plain copy's values back to where the caller holds them.
-void copy_back(at::Tensor& original, const at::Tensor& copy) {
-  if (!copy.is_same(original)) original.copy_(copy);
-}
-
-std::vector<at::Tensor> plain(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> out;
-  for (const at::Tensor& tensor : tensors) out.push_back(plain(tensor));
-  return out;
-}
-
-// A fresh CPU block with one `input` a rank.
-at::Tensor block_for(const at::Tensor& input, int ranks) {
-  return at::empty({ranks, input.numel()}, input.options().device(at::kCPU));
-}
-
-// Copies a block's rows (see block_for) out to `outputs`.
-void copy_rows(std::vector<at::Tensor> outputs, const at::Tensor& block) {
-  for (size_t rank = 0; rank < outputs.size(); ++rank) {
-    outputs[rank].copy_(block[static_cast<int64_t>(rank)].view(outputs[rank].sizes()));
-  }
-}
-
-bool holds_one_input_a_rank(const std::vector<at::Tensor>& outputs, const at::Tensor& input,
-                            int size) {
-  return outputs.size() == static_cast<size_t>(size) &&
-         std::all_of(outputs.begin(), outputs.end(), [&](const at::Tensor& output) {
-           return output.scalar_type() == input.scalar_type() && output.numel() == input.numel();
-         });
-}
 
 // The cores this process may run on (its affinity mask, which a launcher's
 // binding or a container's cpuset narrows).

@@ -25,10 +25,6 @@ at::Tensor bytes_of(const std::vector<char>& bytes) {
 
 }  // namespace
 
-bool is_plain(const at::Tensor& tensor) {
-  return tensor.device().is_cpu() && tensor.layout() == at::kStrided && tensor.is_contiguous();
-}
-
 // Gloo's ring all_gather of `bytes` per rank, bound to buffers of its own
 // (Gloo registers them with its transport).
 class PairCollectives::Ring {

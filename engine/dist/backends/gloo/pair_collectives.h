@@ -14,15 +14,12 @@
 
 #include "engine/dist/backends/gloo/call_queue.h"
 #include "engine/dist/backends/gloo/chunked_ring.h"
+#include "engine/dist/backends/gloo/gloo_tensors.h"
 #include "engine/dist/backends/gloo/read_mode.h"
 #include "engine/dist/backends/gloo/staged_pairs.h"
 #include "engine/dist/reduce_op.h"
 
 namespace engine::dist::gloo {
-
-// Whether Gloo can read and write `tensor` in place: CPU memory, strided,
-// contiguous.
-bool is_plain(const at::Tensor& tensor);
 
 // all_reduce, broadcast, all_gather and reduce_scatter on a Gloo context of the adapter's
 // own whose pairs are synchronous (the thread that waits for a message reads
