@@ -345,6 +345,10 @@ set(DIST_ENGINE_MPI_SOURCES
 set(DIST_ENGINE_NCCL_SOURCES
     engine/dist/backends/nccl/nccl_backend.cc
     engine/dist/backends/nccl/nccl_backend.h
+    engine/dist/backends/nccl/nccl_types.cc
+    engine/dist/backends/nccl/nccl_types.h
+    engine/dist/backends/nccl/nccl_work.cc
+    engine/dist/backends/nccl/nccl_work.h
 )
 
 set(DIST_ENGINE_SIM_SOURCES

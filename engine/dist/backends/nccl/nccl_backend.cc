@@ -7,132 +7,17 @@
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include <cstring>
-#include <thread>
 
 #include "engine/dist/backend_registry.h"
+#include "engine/dist/backends/nccl/nccl_types.h"
+#include "engine/dist/backends/nccl/nccl_work.h"
 #include "engine/dist/backends/store/tcp_store.h"
 #include "engine/dist/errors.h"
 
 namespace engine::dist::nccl {
 namespace {
 
-void check(ncclResult_t result, const char* what, int rank) {
-  if (result == ncclSuccess) return;
-  throw DistError(
-      on_rank(rank, std::string("nccl ") + what + " failed: " + ncclGetErrorString(result)));
-}
-
-void check(cudaError_t result, const char* what, int rank) {
-  if (result == cudaSuccess) return;
-  throw DistError(
-      on_rank(rank, std::string("cuda ") + what + " failed: " + cudaGetErrorString(result)));
-}
-
-ncclDataType_t datatype_of(c10::ScalarType dtype, int rank) {
-  switch (dtype) {
-    case c10::kFloat:
-      return ncclFloat32;
-    case c10::kDouble:
-      return ncclFloat64;
-    case c10::kHalf:
-      return ncclFloat16;
-    case c10::kBFloat16:
-      return ncclBfloat16;
-    case c10::kChar:
-      return ncclInt8;
-    case c10::kByte:
-    case c10::kBool:
-      return ncclUint8;
-    case c10::kInt:
-      return ncclInt32;
-    case c10::kLong:
-      return ncclInt64;
-    default:
-      throw InvalidArgument(on_rank(rank, std::string("the nccl backend cannot move ") +
-                                              c10::toString(dtype) +
-                                              " tensors: convert them first"));
-  }
-}
-
-ncclRedOp_t op_of(c10::ScalarType dtype, ReduceOp op, int rank) {
-  const bool is_bool = dtype == c10::kBool;
-  switch (op) {
-    case ReduceOp::kSum:
-      return is_bool ? ncclMax : ncclSum;
-    case ReduceOp::kProduct:
-      return is_bool ? ncclMin : ncclProd;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kMax:
-      return ncclMax;
-    case ReduceOp::kBand:
-      if (is_bool) return ncclMin;
-      break;
-    case ReduceOp::kBor:
-      if (is_bool) return ncclMax;
-      break;
-    case ReduceOp::kBxor:
-      break;
-  }
-  throw InvalidArgument(on_rank(rank, std::string("nccl has no ") + reduce_op_name(op) + " for " +
-                                          c10::toString(dtype) +
-                                          " tensors: use sum/min/max, or bool tensors"));
-}
-
 size_t count_of(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
-
-// A CUDA event recorded after the operation; completion is the event's.
-class NcclWork : public Work {
- public:
-  NcclWork(cudaEvent_t event, std::vector<at::Tensor> keep_alive, const char* what, int rank,
-           std::chrono::milliseconds timeout)
-      : event_(event),
-        keep_alive_(std::move(keep_alive)),
-        what_(what),
-        rank_(rank),
-        timeout_(timeout) {}
-  // Dropped unfinished, the tensors go back to the caching allocator, which
-  // hands their memory out again on the stream that made them (the caller's
-  // current one): that stream first waits for NCCL to be done with them, as
-  // c10d's recordStream arranges. The host never waits here.
-  ~NcclWork() override {
-    if (!keep_alive_.empty() && !is_completed()) {
-      try {
-        const auto* cuda = c10::impl::getDeviceGuardImpl(c10::kCUDA);
-        cuda->block(event_, cuda->getStream(keep_alive_.front().device()));
-      } catch (const std::exception&) {
-        // The device failed: nothing is reused safely either way.
-      }
-    }
-    cudaEventDestroy(event_);
-  }
-
-  bool is_completed() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
-
-  void wait(std::chrono::milliseconds timeout) override {
-    if (timeout == kNoTimeout) timeout = timeout_;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!is_completed()) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        throw Timeout(on_rank(
-            rank_, std::string("nccl ") + what_ + " did not complete within " +
-                       std::to_string(timeout.count()) +
-                       " ms: some rank never made the matching call (or died); end the job"));
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    check(cudaEventQuery(event_), what_, rank_);
-  }
-
-  std::exception_ptr exception() override { return nullptr; }
-
- private:
-  cudaEvent_t event_;
-  std::vector<at::Tensor> keep_alive_;
-  const char* what_;
-  int rank_;
-  std::chrono::milliseconds timeout_;
-};
 
 std::shared_ptr<Backend> create(const BackendOptions& options) {
   int devices = 0;
