@@ -135,8 +135,12 @@ set(DIST_ENGINE_SOURCES
     engine/model/wrappers/ddp_logging.h
     engine/model/wrappers/distributed_data_parallel.cc
     engine/model/wrappers/distributed_data_parallel.h
+    engine/model/wrappers/fsdp_options.cc
+    engine/model/wrappers/fsdp_options.h
     engine/model/wrappers/fully_sharded_data_parallel.cc
     engine/model/wrappers/fully_sharded_data_parallel.h
+    engine/model/wrappers/hybrid_groups.cc
+    engine/model/wrappers/hybrid_groups.h
     engine/model/wrappers/model_wrapper.h
     engine/model/wrappers/parameter_sync.cc
     engine/model/wrappers/parameter_sync.h

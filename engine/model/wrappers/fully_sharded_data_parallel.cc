@@ -12,7 +12,6 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <unordered_map>
 #include <unordered_set>
@@ -24,6 +23,7 @@
 #include "engine/model/init/deferred.h"
 #include "engine/model/named_parameter.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
+#include "engine/model/wrappers/hybrid_groups.h"
 #include "engine/model/wrappers/parameter_sync.h"
 #include "engine/model/wrappers/reducer.h"
 #include "engine/optim/optim_wrapper.h"
@@ -34,8 +34,8 @@ namespace {
 constexpr const char* kFsdpWrapper = "MMFullyShardedDataParallel";
 // Reduce-scatters a backward leaves running before it waits for the oldest:
 // a backward that outruns the network otherwise holds every unit's packed
-// gradients until its end (7 x 67 MB for the 100M-parameter MLP), where
-// PyTorch's FSDP frees each as its reduce-scatter ends.
+// gradients until its end, where PyTorch's FSDP frees each as its
+// reduce-scatter ends.
 constexpr size_t kReductionsInFlight = 1;
 
 std::vector<at::Tensor> tensors_of(const std::vector<NamedParameter>& params) {
@@ -72,73 +72,7 @@ std::vector<NamedParameter> all_parameters(torch::nn::Module& module) {
   return unique_named_parameters(module);
 }
 
-// Shard groups of `shard_size` consecutive ranks and replica groups of the
-// ranks with the same place in theirs, made on every rank in one order;
-// this rank's pair (the replica group nullptr when it would hold one rank).
-std::pair<dist::GroupPtr, dist::GroupPtr> hybrid_groups(const dist::GroupPtr& group,
-                                                        int shard_size) {
-  const int rank = group->my_global_rank();
-  if (group != dist::get_default_group()) {
-    throw dist::InvalidArgument(dist::on_rank(
-        rank, std::string(kFsdpWrapper) + ": HYBRID_SHARD builds its shard and replica groups from "
-                                          "the default group; leave process_group unset"));
-  }
-  const int world = group->size();
-  const int size = shard_size > 0 ? shard_size : dist::get_local_size();
-  if (size <= 0 || world % size != 0) {
-    throw dist::InvalidArgument(dist::on_rank(
-        rank, std::string(kFsdpWrapper) + ": HYBRID_SHARD needs the world size (" +
-                  std::to_string(world) + ") to be a multiple of the shard group size (" +
-                  std::to_string(size) + "); set hybrid_shard_size to a divisor of it"));
-  }
-  dist::GroupPtr shard, replica;
-  for (int first = 0; first < world; first += size) {
-    std::vector<int> ranks(size);
-    for (int i = 0; i < size; ++i) ranks[i] = first + i;
-    auto made = dist::new_group(ranks);
-    if (made->is_member()) shard = made;
-  }
-  for (int place = 0; place < size; ++place) {
-    std::vector<int> ranks;
-    for (int r = place; r < world; r += size) ranks.push_back(r);
-    auto made = dist::new_group(ranks);
-    if (made->is_member()) replica = made;
-  }
-  return {shard, replica->size() > 1 ? replica : nullptr};
-}
-
-// PyTorch's enum names, in any case; InvalidArgument lists them.
-template <typename Enum>
-Enum parse_enum(const std::string& what, const std::string& name,
-                const std::vector<std::pair<std::string, Enum>>& known) {
-  std::string upper = name;
-  std::transform(upper.begin(), upper.end(), upper.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  std::string listed;
-  for (const auto& [spelling, value] : known) {
-    if (upper == spelling) return value;
-    listed += (listed.empty() ? "" : ", ") + spelling;
-  }
-  throw dist::InvalidArgument(
-      dist::on_rank(dist::get_rank(), "unknown " + what + " \"" + name + "\"; known: " + listed));
-}
-
 }  // namespace
-
-ShardingStrategy parse_sharding_strategy(const std::string& name) {
-  return parse_enum<ShardingStrategy>("sharding_strategy", name,
-                                      {{"FULL_SHARD", ShardingStrategy::kFullShard},
-                                       {"SHARD_GRAD_OP", ShardingStrategy::kShardGradOp},
-                                       {"NO_SHARD", ShardingStrategy::kNoShard},
-                                       {"HYBRID_SHARD", ShardingStrategy::kHybridShard}});
-}
-
-BackwardPrefetch parse_backward_prefetch(const std::string& name) {
-  return parse_enum<BackwardPrefetch>("backward_prefetch", name,
-                                      {{"BACKWARD_PRE", BackwardPrefetch::kBackwardPre},
-                                       {"BACKWARD_POST", BackwardPrefetch::kBackwardPost},
-                                       {"NONE", BackwardPrefetch::kNone}});
-}
 
 MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel> module,
                                                        FSDPOptions options)
@@ -259,7 +193,8 @@ void MMFullyShardedDataParallel::build_units(
   sharding::UnitGroups sharded{group, nullptr, group->size()};
   if (options_.sharding_strategy == ShardingStrategy::kNoShard) sharded = replicated;
   if (options_.sharding_strategy == ShardingStrategy::kHybridShard) {
-    std::tie(sharded.shard, sharded.replica) = hybrid_groups(group, options_.hybrid_shard_size);
+    std::tie(sharded.shard, sharded.replica) =
+        hybrid_groups(group, options_.hybrid_shard_size, kFsdpWrapper);
   }
   sharded_norm_group_ = sharded.shard;
   auto plans = scheme_.plan ? scheme_.plan(module())
