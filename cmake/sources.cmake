@@ -31,12 +31,12 @@ set(DIST_ENGINE_SOURCES
     engine/dist/backend.h
     engine/dist/backend_registry.cc
     engine/dist/backend_registry.h
-    engine/dist/checked_backend.cc
-    engine/dist/checked_backend.h
     engine/dist/collectives.cc
     engine/dist/collectives.h
     engine/dist/context.cc
     engine/dist/context.h
+    engine/dist/debug_mode.cc
+    engine/dist/debug_mode.h
     engine/dist/describe.cc
     engine/dist/describe.h
     engine/dist/dist.h
@@ -62,6 +62,8 @@ set(DIST_ENGINE_SOURCES
     engine/dist/pickle.h
     engine/dist/pickle_bounds.cc
     engine/dist/pickle_bounds.h
+    engine/dist/recording_backend.cc
+    engine/dist/recording_backend.h
     engine/dist/reduce_kernel.cc
     engine/dist/reduce_kernel.h
     engine/dist/reduce_op.cc

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "engine/dist/errors.h"
-#include "engine/dist/flight.h"
+#include "engine/dist/recording_backend.h"
 #include "engine/dist/shm/node_shared_buffers.h"
 
 namespace engine::dist {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "engine/dist/backend_registry.h"
-#include "engine/dist/checked_backend.h"
 #include "engine/dist/context.h"
+#include "engine/dist/debug_mode.h"
 #include "engine/dist/errors.h"
 
 namespace engine::dist {

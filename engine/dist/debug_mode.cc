@@ -1,4 +1,4 @@
-#include "engine/dist/checked_backend.h"
+#include "engine/dist/debug_mode.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/tensor.h>
@@ -62,9 +62,9 @@ int kind_index(const char* kind) {
   throw std::logic_error(std::string("debug check: no fingerprint for the call kind ") + kind);
 }
 
-class CheckedBackend : public ForwardingBackend {
+class DebugModeBackend : public ForwardingBackend {
  public:
-  explicit CheckedBackend(std::shared_ptr<Backend> inner) : ForwardingBackend(std::move(inner)) {}
+  explicit DebugModeBackend(std::shared_ptr<Backend> inner) : ForwardingBackend(std::move(inner)) {}
 
   // Every all_reduce goes through around(), never through node-shared buffers.
   std::optional<std::chrono::milliseconds> node_shared_wait() const override {
@@ -114,7 +114,7 @@ class CheckedBackend : public ForwardingBackend {
 }  // namespace
 
 std::shared_ptr<Backend> with_call_checks(std::shared_ptr<Backend> inner) {
-  return std::make_shared<CheckedBackend>(std::move(inner));
+  return std::make_shared<DebugModeBackend>(std::move(inner));
 }
 
 }  // namespace engine::dist
