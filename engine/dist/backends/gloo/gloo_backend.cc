@@ -158,7 +158,7 @@ WorkPtr GlooBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor
   if (input.numel() == 0) return nothing_to_move();
   const at::Tensor gathered = plain(output);
   const at::Tensor sent = plain(input);
-  if (pairs_ && pairs_->handles(gathered, sent)) {
+  if (pairs_ && pairs_->takes_all_gather(gathered, sent)) {
     return wrap_pairs(pairs_->all_gather(gathered, sent), "all_gather",
                       [output, gathered]() mutable { copy_back(output, gathered); });
   }
@@ -193,7 +193,7 @@ WorkPtr GlooBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Te
   if (output.numel() == 0) return nothing_to_move();
   const at::Tensor reduced = plain(output);
   const std::vector<at::Tensor> blocks = plain(inputs);
-  if (pairs_ && pairs_->handles(reduced, blocks, op)) {
+  if (pairs_ && pairs_->takes_reduce_scatter(reduced, blocks, op)) {
     return wrap_pairs(pairs_->reduce_scatter(reduced, blocks, op), "reduce_scatter",
                       [output, reduced]() mutable { copy_back(output, reduced); });
   }
@@ -206,7 +206,7 @@ WorkPtr GlooBackend::reduce_scatter_tensor(at::Tensor& output, const at::Tensor&
   if (output.numel() == 0) return nothing_to_move();
   const at::Tensor reduced = plain(output);
   const std::vector<at::Tensor> blocks = plain(input).view({-1}).split(output.numel());
-  if (pairs_ && pairs_->handles(reduced, blocks, op)) {
+  if (pairs_ && pairs_->takes_reduce_scatter(reduced, blocks, op)) {
     return wrap_pairs(pairs_->reduce_scatter(reduced, blocks, op), "reduce_scatter",
                       [output, reduced]() mutable { copy_back(output, reduced); });
   }

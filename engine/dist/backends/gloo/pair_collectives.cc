@@ -85,13 +85,14 @@ void PairCollectives::use_synchronous_pairs(bool spin) {
 
 PairCollectives::~PairCollectives() = default;
 
-bool PairCollectives::handles(const at::Tensor& output, const at::Tensor& input) const {
+bool PairCollectives::takes_all_gather(const at::Tensor& output, const at::Tensor& input) const {
   return is_plain(input) && is_plain(output) &&
          output.nbytes() == input.nbytes() * static_cast<size_t>(context_->size);
 }
 
-bool PairCollectives::handles(const at::Tensor& output, const std::vector<at::Tensor>& blocks,
-                              ReduceOp op) const {
+bool PairCollectives::takes_reduce_scatter(const at::Tensor& output,
+                                           const std::vector<at::Tensor>& blocks,
+                                           ReduceOp op) const {
   auto fits = [&](const at::Tensor& block) {
     return is_plain(block) && block.scalar_type() == output.scalar_type() &&
            block.nbytes() == output.nbytes();

@@ -68,10 +68,11 @@ class PairCollectives {
 
   // Whether the call can come this way: CPU tensors, contiguous; for
   // all_gather, an output that holds one input a rank.
-  bool handles(const at::Tensor& output, const at::Tensor& input) const;
+  bool takes_all_gather(const at::Tensor& output, const at::Tensor& input) const;
   // reduce_scatter: output and blocks plain, one block of output's size and
   // dtype a rank, a kernel reduction.
-  bool handles(const at::Tensor& output, const std::vector<at::Tensor>& blocks, ReduceOp op) const;
+  bool takes_reduce_scatter(const at::Tensor& output, const std::vector<at::Tensor>& blocks,
+                            ReduceOp op) const;
 
   // Each queues the call; the work finishes once the tensors are written.
   // all_gather fills `output` with the ranks' inputs in rank order.

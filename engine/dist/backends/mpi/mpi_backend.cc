@@ -218,15 +218,15 @@ MpiBackend::~MpiBackend() {
   MPI_Comm_free(&comm_);
 }
 
-bool MpiBackend::stages(size_t block_bytes) {
+StagedCollectives* MpiBackend::staging_for(size_t block_bytes) {
   if (size_ < 2 || size_ > kMaxRanksForStaging || block_bytes < kMinBlockBytesForStaging) {
-    return false;
+    return nullptr;
   }
   if (!staging_tried_) {
     staging_tried_ = true;
     staged_ = StagedCollectives::create(comm_, world_rank_);
   }
-  return staged_ != nullptr;
+  return staged_.get();
 }
 
 int MpiBackend::count_of(const at::Tensor& t) const {
@@ -293,7 +293,9 @@ WorkPtr MpiBackend::all_gather(std::vector<at::Tensor>& outputs, const at::Tenso
 }
 
 WorkPtr MpiBackend::all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) {
-  if (stages(input.nbytes())) return staged_->all_gather(output, input, wait_policy_);
+  if (StagedCollectives* staged = staging_for(input.nbytes())) {
+    return staged->all_gather(output, input, wait_policy_);
+  }
   if (size_ <= kMaxRanksForExchange && input.nbytes() < kMaxBlockBytesForExchange) {
     return exchanged_all_gather(output, input);
   }
@@ -403,9 +405,8 @@ WorkPtr MpiBackend::reduce_scatter_blocks(at::Tensor& output, std::vector<at::Te
     if (at::get_overlap_status(output, block) != at::MemOverlapStatus::No) block = block.clone();
   }
   const bool reducible = can_reduce(output.scalar_type(), op);
-  if (reducible && stages(output.nbytes())) {
-    return staged_->reduce_scatter(output, blocks, op, wait_policy_);
-  }
+  StagedCollectives* staged = reducible ? staging_for(output.nbytes()) : nullptr;
+  if (staged) return staged->reduce_scatter(output, blocks, op, wait_policy_);
   if (reducible && size_ <= kMaxRanksForExchange) {
     return exchanged_reduce_scatter(output, blocks, op);
   }

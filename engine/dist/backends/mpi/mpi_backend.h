@@ -92,10 +92,10 @@ class MpiBackend : public Backend {
                                    ReduceOp op);
   WorkPtr exchanged_all_gather(at::Tensor& output, const at::Tensor& input);
   WorkPtr exchanged_all_reduce(at::Tensor& tensor, ReduceOp op);
-  // Whether a reduce_scatter or all_gather of blocks of `block_bytes` goes
-  // through the staging area; makes the area (collectively) the first
-  // time one could.
-  bool stages(size_t block_bytes);
+  // The staging area's collectives when a reduce_scatter or all_gather of
+  // blocks of `block_bytes` goes through it, else nullptr; makes the area
+  // (collectively) the first time one could.
+  StagedCollectives* staging_for(size_t block_bytes);
 
   MPI_Comm comm_;
   // The backend's own point-to-point traffic: the exchanges (all_gather,
