@@ -39,8 +39,10 @@ bazel test --config=ci //... 2>&1 | tee -a "$log"
 # see, so it reports false races; the strategy suites too, and they also
 # meet libstdc++'s benign locale-cache race in std::ctype<char>::narrow, GCC
 # PR 77704, through std::regex).
-bazel test --config=tsan --config=unity -- //sim/... //testing/... -//testing/process/... -//testing/hosts/... \
-  -//testing/cross_check/... -//testing/model/... -//testing/strategy/... \
+# And engine-launch's store server, whose thread serves LibTorch's clients.
+bazel test --config=tsan --config=unity -- //sim/... //testing/... //tools/launch:store_server_test \
+  -//testing/process/... -//testing/hosts/... -//testing/cross_check/... -//testing/model/... \
+  -//testing/strategy/... \
   2>&1 | tee -a "$log"
 # The engine's unit tests and every simulator suite under AddressSanitizer
 # (with LeakSanitizer) and UndefinedBehaviorSanitizer at once; not the
@@ -50,6 +52,7 @@ bazel test --config=tsan --config=unity -- //sim/... //testing/... -//testing/pr
 # --build_tests_only: what no test uses (the runner's tools) is not built.
 bazel test --config=asan --config=ubsan --config=unity --build_tests_only \
   --test_env=RC_PARAMS=max_success=25 -- //engine/... //sim/... //testing/... \
+  //tools/launch:store_server_test \
   -//engine/dist/backends/nccl/... -//testing/process/... -//testing/hosts/... \
   -//testing/cross_check/... 2>&1 | tee -a "$log"
 # The nccl backend builds and links against the CUDA toolkit here; without a

@@ -382,6 +382,10 @@ set(DIST_ENGINE_LAUNCH_SOURCES
     tools/launch/launch_plan.cc
     tools/launch/launch_plan.h
     tools/launch/main.cc
+    tools/launch/store_server.cc
+    tools/launch/store_server.h
+    tools/launch/store_service.cc
+    tools/launch/store_service.h
     tools/launch/supervisor.cc
     tools/launch/supervisor.h
     tools/launch/temporary_folder.cc

@@ -9,7 +9,9 @@
 # launch_env_fuzz (the launch environment and Slurm lists), fault_plan_fuzz,
 # flight_record_fuzz (the files the diagnosis tool reads), config_fuzz (a
 # config file through parse_config, ConfigReader and the FUNCTIONS registry),
-# sharded_checkpoint_fuzz (a sharded checkpoint's files through load_sharded).
+# sharded_checkpoint_fuzz (a sharded checkpoint's files through load_sharded),
+# store_fuzz (the requests of LibTorch 1.x's store clients to engine-launch's
+# store).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-10}
@@ -32,6 +34,7 @@ declare -A sources=(
     engine/dist/pickle_bounds.cc engine/dist/zip_index.cc engine/model/sharding/shard_layout.cc
     engine/io/atomic_file.cc
     engine/io/file_system.cc"
+  [store_fuzz]="tools/launch/store_service.cc"
 )
 declare -A seeds=(
   [unpickle_fuzz]="tools/fuzz/corpus/unpickle engine/checkpoint/testdata"
@@ -40,6 +43,7 @@ declare -A seeds=(
   [flight_record_fuzz]="tools/fuzz/corpus/flight_record"
   [config_fuzz]="tools/fuzz/corpus/config $out/example_configs"
   [sharded_checkpoint_fuzz]="tools/fuzz/corpus/sharded_checkpoint"
+  [store_fuzz]="tools/fuzz/corpus/store"
 )
 mkdir -p "$out/example_configs"
 cp examples/*.json "$out/example_configs/"
@@ -47,7 +51,7 @@ cp examples/*.json "$out/example_configs/"
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] ||
   targets=(unpickle_fuzz launch_env_fuzz fault_plan_fuzz flight_record_fuzz config_fuzz
-    sharded_checkpoint_fuzz)
+    sharded_checkpoint_fuzz store_fuzz)
 
 build() {
   local target=$1 standard=-std=c++20 libs=()

@@ -48,12 +48,17 @@ std::string JobStore::libtorch_version() {
 }
 
 JobStore::JobStore(const Plan& plan) : plan_(plan) {
+  // LibTorch 1.x's own server stops for everyone while one client's request
+  // is half-arrived; 2.x's serves each client on its own.
+  constexpr bool kOwnServer = TORCH_VERSION_MAJOR < 2;
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(plan.master_port);
-  options.isServer = plan.node_rank == 0;
+  options.isServer = plan.node_rank == 0 && !kOwnServer;
   options.waitWorkers = false;
   options.timeout = std::chrono::seconds(plan.join_timeout_seconds);
   try {
+    if (plan.node_rank == 0 && kOwnServer)
+      server_ = std::make_unique<StoreServer>(plan.master_port);
     store_ = c10::make_intrusive<c10d::TCPStore>(plan.master_addr, options);
   } catch (const std::exception& e) {
     throw std::runtime_error(

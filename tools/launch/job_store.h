@@ -2,12 +2,14 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
 #include "tools/launch/launch_plan.h"
+#include "tools/launch/store_server.h"
 
 namespace launch {
 
@@ -21,7 +23,9 @@ struct Failure {
 
 // What the launchers of a job's nodes agree on, through the c10d TCPStore
 // that node 0's launcher hosts at MASTER_ADDR:MASTER_PORT (torchrun's agent
-// store; the ranks of attempt k join it under "/worker/attempt_k"): that
+// store; the ranks of attempt k join it under "/worker/attempt_k"; built
+// against LibTorch 1.x, its server is StoreServer, which a node cut off
+// mid-request cannot stop): that
 // every node runs the same attempt, and how each attempt ended. So a job
 // restarts at most --max-restarts times however many nodes see a failure.
 // Every call but failure() blocks; each throws std::runtime_error when the
@@ -88,6 +92,8 @@ class JobStore {
   std::vector<int> members_;
   // Node 0: each other node's last beat count, and when it changed.
   std::map<int, std::pair<int64_t, std::chrono::steady_clock::time_point>> beats_;
+  // Node 0 under LibTorch 1.x; outlives store_, its own client.
+  std::unique_ptr<StoreServer> server_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
 };
 
