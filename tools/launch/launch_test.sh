@@ -282,6 +282,30 @@ lose_node_1 2 ok 0
 expect_line "node lost after success" "engine-launch: node 1's launcher went silent"
 expect_no_line "node lost after success" "restarting"
 
+# A node cut off in the middle of a request to node 0's store (the first
+# byte of an add, then silence, as when its cable is pulled) delays no other
+# node: node 0 runs the job alone under --nnodes 1:2 and ends 0. (LibTorch
+# 1.13's own store server would wait for the rest of that request, and node
+# 0's launcher with it until the timeout.)
+checks=$((checks + 1))
+timeout 60 unshare -n bash -c '
+  ip link set lo up
+  out=$1 launcher=$2 fake=$3
+  "$launcher" --nnodes 1:2 --node-rank 0 --master-port 29500 --nproc-per-node 1 --last-call 1 \
+    "$fake" ok >"$out.0" 2>&1 &
+  pid=$!
+  for _ in $(seq 1200); do
+    exec 3<>/dev/tcp/127.0.0.1/29500 && break
+    sleep 0.05
+  done 2>/dev/null
+  printf "\x03" >&3
+  wait $pid
+  echo $? >"$out.status0"' _ "$out" "$launcher" "$fake"
+cp "$out.0" "$out"
+[ "$(cat "$out.status0")" = 0 ] || fail "cut off mid-request: node 0 exited $(cat "$out.status0"), not 0"
+expect_line "cut off mid-request" "attempt 0 starts without the nodes that did not join (node(s) 1 did not join"
+expect_line "cut off mid-request" "^\[rank 0\] rank=0 local=0 world=1 "
+
 # Bad arguments are refused with usage.
 launch "bad arguments" 2 --nproc-per-node zero "$fake" ok
 expect_line "bad arguments" "usage: engine-launch"
