@@ -22,7 +22,8 @@ namespace launch {
 // it gave up on (1.13's client has no cancel request, so the late answer
 // would be read as the answer to another request); a request it cannot
 // serve (an unknown type, get or add of what is not there to read, an add
-// that overflows, a string over 1 GiB) closes that connection alone, with a line on stderr.
+// that overflows, a string over 1 GiB, LibTorch 2.x's handshake) closes
+// that connection alone, with a line on stderr that says why.
 class StoreServer {
  public:
   // Listens on `port` on every interface, IPv6 and IPv4 (0: a free port,

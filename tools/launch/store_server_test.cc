@@ -18,6 +18,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
+#include "tools/launch/store_service.h"
+
 namespace launch {
 namespace {
 
@@ -176,6 +178,25 @@ TEST(StoreServer, ARequestItCannotServeClosesThatConnectionAlone) {
   }
   EXPECT_EQ(store->add("count", 1), 1);
   EXPECT_EQ(store->get("text"), bytes("not a number"));
+}
+
+TEST(StoreService, SaysThatAClientOfLibTorch2CannotJoin) {
+  // What torch 2.14.1's TCPStore client sends first: VALIDATE and its magic
+  // number, then PING and a nonce.
+  const std::string handshake("\x00\xce\xf7\x85\x3c\x0d\x83\x4c\x00\x00", 10);
+  StoreService store;
+  store.connections[3].in = handshake;
+  try {
+    store.serve_arrived(3);
+    FAIL() << "served LibTorch 2.x's handshake";
+  } catch (const Unservable& unservable) {
+    EXPECT_NE(std::string(unservable.what()).find("a client of LibTorch 2.x"), std::string::npos)
+        << unservable.what();
+  }
+  const StoreServer server(0);
+  RawClient raw(server);
+  raw.send_bytes(handshake);
+  EXPECT_TRUE(raw.closed_by_server());
 }
 
 TEST(StoreServer, AWaitTheClientGaveUpOnDoesNotAnswerItsNextRequest) {

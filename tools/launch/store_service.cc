@@ -25,6 +25,10 @@ constexpr uint8_t kNotReady = 1;
 constexpr uint8_t kStopWaiting = 0;
 
 constexpr uint64_t kMaxStringBytes = uint64_t{1} << 30;
+// LibTorch 2.x's clients open with VALIDATE (type 0, 1.x's SET) and this
+// number, then PING: read as 1.x's protocol, a SET whose key's length has
+// these low 32 bits and is far over the bound.
+constexpr uint64_t kLibTorch2Magic = 0x3C85F7CE;
 constexpr uint64_t kMaxKeysInARequest = uint64_t{1} << 20;
 
 }  // namespace
@@ -56,6 +60,11 @@ class Reader {
   bool take(std::string& text) {
     uint64_t size = 0;
     if (!take(size)) return false;
+    if (size > kMaxStringBytes && (size & 0xFFFFFFFF) == kLibTorch2Magic) {
+      throw Unservable(
+          "a client of LibTorch 2.x or later (its handshake), and this store speaks LibTorch "
+          "1.x's protocol: build engine-launch against the LibTorch the ranks use");
+    }
     if (size > kMaxStringBytes) {
       throw Unservable("a string of " + std::to_string(size) + " bytes (at most 1 GiB)");
     }
