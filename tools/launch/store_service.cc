@@ -60,12 +60,12 @@ class Reader {
   bool take(std::string& text) {
     uint64_t size = 0;
     if (!take(size)) return false;
-    if (size > kMaxStringBytes && (size & 0xFFFFFFFF) == kLibTorch2Magic) {
-      throw Unservable(
-          "a client of LibTorch 2.x or later (its handshake), and this store speaks LibTorch "
-          "1.x's protocol: build engine-launch against the LibTorch the ranks use");
-    }
     if (size > kMaxStringBytes) {
+      if ((size & 0xFFFFFFFF) == kLibTorch2Magic) {
+        throw Unservable(
+            "a client of LibTorch 2.x or later (its handshake), and this store speaks LibTorch "
+            "1.x's protocol: build engine-launch against the LibTorch the ranks use");
+      }
       throw Unservable("a string of " + std::to_string(size) + " bytes (at most 1 GiB)");
     }
     if (bytes_.size() - at_ < size) return false;
@@ -266,10 +266,11 @@ void StoreService::write(const std::string& key, const std::string& value) {
   const auto found = values_.find(key);
   if (found == values_.end()) {
     tell_watchers(key, Change::kCreated, "", value);
+    values_.emplace(key, value);
   } else {
     tell_watchers(key, Change::kUpdated, found->second, value);
+    found->second = value;
   }
-  values_[key] = value;
   wake_waiters(key);
 }
 
