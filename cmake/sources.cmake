@@ -126,6 +126,8 @@ set(DIST_ENGINE_SOURCES
     engine/model/sharding/flat_unit.h
     engine/model/sharding/shard_layout.cc
     engine/model/sharding/shard_layout.h
+    engine/model/sharding/unit_schedule.cc
+    engine/model/sharding/unit_schedule.h
     engine/model/sharding/wrap_policy.cc
     engine/model/sharding/wrap_policy.h
     engine/model/tensor_dict.h
@@ -469,6 +471,7 @@ set(DIST_ENGINE_UNIT_TEST_SOURCES
     engine/model/init/init_functions_test.cc
     engine/model/sharding/buffer_pool_test.cc
     engine/model/sharding/shard_layout_test.cc
+    engine/model/sharding/unit_schedule_test.cc
     engine/model/wrappers/bucket_plan_test.cc
     engine/optim/amp_optim_wrapper_test.cc
     engine/optim/builders_test.cc

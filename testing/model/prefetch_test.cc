@@ -1,12 +1,14 @@
 // FSDP's prefetching: where each mode issues a unit's all-gather (seen in
 // the order of the collectives a rank issued and in the gathered bytes),
-// the bound limit_all_gathers keeps, and forward prefetching checked
-// against the order rather than assumed.
+// the bound limit_all_gathers keeps, forward prefetching checked against
+// the order rather than assumed, and the same order on a rank whose batch
+// reaches none of a unit's parameters.
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 #include <torch/types.h>
+#include <torch/utils.h>
 
 #include <string>
 
@@ -199,6 +201,77 @@ TEST(FsdpPrefetch, ForwardPrefetchFollowsTheOrderOnlyWhileItHolds) {
     ASSERT_EQ(with.size(), without.size());
     for (const auto& [name, value] : with) {
       EXPECT_TRUE(at::equal(value, without.at(name))) << name;
+    }
+  });
+}
+
+// Two units in a row, the second of which, on some batches, takes a path
+// that uses none of its parameters (a branch not taken, an expert nobody
+// was routed to).
+class SometimesSkips : public engine::model::BaseModel {
+ public:
+  SometimesSkips() {
+    first = register_module("first", torch::nn::Linear(4, 4));
+    second = register_module("second", torch::nn::Linear(4, 4));
+    to(torch::kDouble);
+  }
+  engine::model::TensorDict forward(const engine::model::TensorDict& data,
+                                    engine::model::ForwardMode) override {
+    const bool use_second = data.at("use_second").item<bool>();
+    at::Tensor x =
+        engine::model::call_unit(*first, [&] { return torch::tanh(first(data.at("inputs"))); });
+    x = engine::model::call_unit(
+        *second, [&] { return use_second ? torch::tanh(second(x)) : torch::tanh(x); });
+    return {{"loss", (x * x).sum()}};
+  }
+  torch::nn::Linear first{nullptr}, second{nullptr};
+};
+
+std::shared_ptr<SometimesSkips> copy_of(const SometimesSkips& initial) {
+  auto net = std::make_shared<SometimesSkips>();
+  torch::NoGradGuard no_grad;
+  const auto from = initial.named_parameters();
+  for (auto& item : net->named_parameters()) item.value().copy_(from[item.key()]);
+  return net;
+}
+
+engine::model::TensorDict skipping_batch(int rank) {
+  return {{"inputs", torch::arange(8, torch::kDouble).reshape({2, 4}).add(rank) / 8},
+          {"use_second", torch::tensor(rank == 0)}};
+}
+
+// Rank 1's batch reaches none of the second unit's parameters. It still
+// gathers that unit for its backward and reduce-scatters it after, as rank
+// 0 does, rather than at the start of backward (where rank 0 gathers it: a
+// collective mismatch), and both ranks end where one process ends on both
+// batches with gradients averaged.
+TEST(FsdpUnitOrder, ARankWhoseBatchSkipsAUnitReducesItWhereTheOthersDo) {
+  // Seeded, for every process of a process run to start from the same.
+  torch::manual_seed(0);
+  const auto initial = std::make_shared<SometimesSkips>();
+  harness::run_ranks(2, [&](int rank) {
+    auto fsdp = std::make_shared<MMFullyShardedDataParallel>(
+        copy_of(*initial), layer_units(BackwardPrefetch::kBackwardPre, false));
+    ASSERT_EQ(fsdp->units().size(), 3u);
+    auto optim = sgd(*fsdp);
+    auto reference = copy_of(*initial);
+    torch::optim::SGD reference_optim(reference->parameters(), torch::optim::SGDOptions(0.1));
+    for (int step = 0; step < 2; ++step) {
+      const auto outputs = fsdp->forward(skipping_batch(rank), engine::model::ForwardMode::kLoss);
+      EXPECT_EQ(gathers_and_reductions([&] { optim.update_params(outputs.at("loss")); }), "GGRR")
+          << "step " << step;
+      reference_optim.zero_grad();
+      for (int r = 0; r < 2; ++r) {
+        reference->forward(skipping_batch(r), engine::model::ForwardMode::kLoss)
+            .at("loss")
+            .div(2)
+            .backward();
+      }
+      reference_optim.step();
+    }
+    const auto reference_parameters = reference->named_parameters();
+    for (const auto& [name, value] : fsdp->full_parameters()) {
+      EXPECT_TRUE(at::equal(value, reference_parameters[name])) << name;
     }
   });
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/dist/group.h"
+#include "engine/model/sharding/unit_schedule.h"
 #include "engine/model/sharding/wrap_policy.h"
 
 namespace engine::model {
@@ -47,14 +48,8 @@ struct MixedPrecision {
   std::optional<at::ScalarType> buffer_dtype;
 };
 
-// PyTorch's BackwardPrefetch: when the next unit's all-gather is issued
-// during backward, the next unit being the nearest one before in this
-// iteration's forward order whose backward has not begun.
-//   kBackwardPre   as a unit's backward begins, before its gradients are
-//                  computed (the most overlap; holds two units)
-//   kBackwardPost  once a unit's gradients are all computed and it is freed
-//   kNone          each unit gathered only when its backward needs it
-enum class BackwardPrefetch { kNone, kBackwardPre, kBackwardPost };
+// PyTorch's BackwardPrefetch (sharding/unit_schedule.h).
+using sharding::BackwardPrefetch;
 
 // "BACKWARD_PRE", "BACKWARD_POST", "NONE" (any case); anything else is
 // InvalidArgument listing them.

@@ -32,11 +32,22 @@ namespace engine::model {
 namespace {
 
 constexpr const char* kFsdpWrapper = "MMFullyShardedDataParallel";
-// Reduce-scatters a backward leaves running before it waits for the oldest:
-// a backward that outruns the network otherwise holds every unit's packed
-// gradients until its end, where PyTorch's FSDP frees each as its
-// reduce-scatter ends.
-constexpr size_t kReductionsInFlight = 1;
+
+// The schedule's moves on the wrapper's units.
+class FlatUnitMoves : public sharding::UnitMoves {
+ public:
+  explicit FlatUnitMoves(const std::vector<std::unique_ptr<sharding::FlatUnit>>& units)
+      : units_(units) {}
+  void gather(size_t unit) override { units_[unit]->gather(); }
+  void start_gather(size_t unit) override { units_[unit]->start_gather(); }
+  bool gather_started(size_t unit) const override { return units_[unit]->gather_started(); }
+  void reshard(size_t unit) override { units_[unit]->reshard(); }
+  void launch_reduction(size_t unit) override { units_[unit]->launch_reduce_scatter(); }
+  void await_reduction(size_t unit) override { units_[unit]->await_reduction(); }
+
+ private:
+  const std::vector<std::unique_ptr<sharding::FlatUnit>>& units_;
+};
 
 std::vector<at::Tensor> tensors_of(const std::vector<NamedParameter>& params) {
   std::vector<at::Tensor> tensors;
@@ -224,18 +235,24 @@ void MMFullyShardedDataParallel::build_units(
                                                           replicated, &unit_memory_));
     unit_modules_.push_back(nullptr);
   }
-  entered_.assign(units_.size(), false);
-  prefetched_.assign(units_.size(), false);
-  awaiting_backward_.assign(units_.size(), false);
-  kept_for_backward_.assign(units_.size(), false);
-  for (size_t u = units_.size(); u-- > 0;) launch_order_.push_back(u);
-  for (const auto& unit : units_) {
+  std::vector<sharding::ScheduledUnit> scheduled;
+  for (size_t u = 0; u < units_.size(); ++u) {
     size_t trainable = 0;
-    for (const auto& param : unit->parameters()) trainable += param.tensor.requires_grad();
-    trainable_.push_back(trainable);
-    has_frozen_.push_back(trainable < unit->parameters().size());
+    for (const auto& param : units_[u]->parameters()) trainable += param.tensor.requires_grad();
+    scheduled.push_back({.trainable = trainable,
+                         .has_frozen = trainable < units_[u]->parameters().size(),
+                         .called = unit_modules_[u] != nullptr});
   }
-  pending_grads_ = trainable_;
+  const bool reshard_after_forward = options_.sharding_strategy == ShardingStrategy::kFullShard ||
+                                     options_.sharding_strategy == ShardingStrategy::kHybridShard;
+  moves_ = std::make_unique<FlatUnitMoves>(units_);
+  schedule_ = std::make_unique<sharding::UnitSchedule>(
+      std::move(scheduled),
+      sharding::ScheduleOptions{.backward_prefetch = options_.backward_prefetch,
+                                .forward_prefetch = options_.forward_prefetch,
+                                .limit_all_gathers = options_.limit_all_gathers,
+                                .reshard_after_forward = reshard_after_forward},
+      *moves_);
   unreached_.assign(units_.size(), 0);
 }
 
@@ -288,26 +305,12 @@ void MMFullyShardedDataParallel::register_hooks() {
   }
 }
 
-bool MMFullyShardedDataParallel::reshards_after_forward() const {
-  return options_.sharding_strategy == ShardingStrategy::kFullShard ||
-         options_.sharding_strategy == ShardingStrategy::kHybridShard;
-}
-
 void MMFullyShardedDataParallel::begin_forward(bool will_backward) {
-  forward_will_backward_ = will_backward;
-  previous_order_ = std::move(forward_order_);
-  forward_order_.clear();
-  order_as_before_ = true;
-  std::fill(awaiting_backward_.begin(), awaiting_backward_.end(), false);
   if (will_backward) {
     backward_sync_ = sync_enabled_;
     for (auto& unit : units_) unit->expose_unsharded_grads();
   }
-  // The root, and the units the model never ran through call_unit: those
-  // the forward may read directly.
-  for (size_t u = 0; u < units_.size(); ++u) {
-    if (u == 0 || (unit_modules_[u] != nullptr && !entered_[u])) units_[u]->gather();
-  }
+  schedule_->begin_forward(will_backward);
 }
 
 TensorDict MMFullyShardedDataParallel::forward(const TensorDict& data, ForwardMode mode) {
@@ -317,8 +320,7 @@ TensorDict MMFullyShardedDataParallel::forward(const TensorDict& data, ForwardMo
   }
   begin_forward(true);
   TensorDict outputs = module().forward(cast_inputs(data), mode);
-  forward_will_backward_ = false;
-  drop_unused_prefetches();
+  schedule_->end_forward();
   count_unreached(outputs);
   for (auto& [name, tensor] : outputs) {
     if (!tensor.requires_grad()) continue;
@@ -337,10 +339,10 @@ TensorDict MMFullyShardedDataParallel::without_backward(Step step) {
   try {
     outputs = step();
   } catch (...) {
-    reshard_all();
+    schedule_->reshard_all();
     throw;
   }
-  reshard_all();
+  schedule_->reshard_all();
   return outputs;
 }
 
@@ -396,86 +398,17 @@ at::Tensor MMFullyShardedDataParallel::call(const torch::nn::Module& module,
                                             const std::function<at::Tensor()>& body) {
   const auto it = std::find(unit_modules_.begin(), unit_modules_.end(), &module);
   const size_t u = it - unit_modules_.begin();
-  entered_[u] = true;
-  record_forward_call(u);
-  units_[u]->gather();
-  prefetched_[u] = false;
-  if (options_.forward_prefetch && order_as_before_ &&
-      forward_order_.size() < previous_order_.size()) {
-    prefetch(previous_order_[forward_order_.size()]);
-  }
+  schedule_->enter(u);
   at::Tensor output = body();
-  if (forward_will_backward_ && output.requires_grad()) {
-    awaiting_backward_[u] = true;
+  if (schedule_->leave(u, output.requires_grad())) {
     // FSDP's pre-backward: the unit is whole again before its backward runs.
     output.register_hook([this, u](const at::Tensor& grad) {
       begin_backward();
-      awaiting_backward_[u] = false;
-      units_[u]->gather();
-      prefetched_[u] = false;
-      if (options_.backward_prefetch == BackwardPrefetch::kBackwardPre) {
-        prefetch(next_backward_unit(u));
-      }
+      schedule_->pre_backward(u);
       return grad;
     });
   }
-  if (!forward_will_backward_ || reshards_after_forward()) {
-    units_[u]->reshard();
-  } else {
-    kept_for_backward_[u] = true;
-  }
   return output;
-}
-
-// The first call of a unit in this forward extends the order; a departure
-// from the previous forward's order ends forward prefetching until the next
-// forward, and frees what was prefetched for the old order.
-void MMFullyShardedDataParallel::record_forward_call(size_t unit) {
-  if (std::find(forward_order_.begin(), forward_order_.end(), unit) != forward_order_.end()) {
-    return;
-  }
-  const size_t position = forward_order_.size();
-  forward_order_.push_back(unit);
-  if (!order_as_before_) return;
-  order_as_before_ = position < previous_order_.size() && previous_order_[position] == unit;
-  if (!order_as_before_) drop_unused_prefetches();
-}
-
-// Every rank decides alike: from the order of calls, which every rank
-// shares, and from which buffers exist, which follow from it.
-void MMFullyShardedDataParallel::prefetch(std::optional<size_t> unit) {
-  if (!unit || units_[*unit]->gather_started()) return;
-  if (options_.limit_all_gathers && units_gathered_for_use() >= 2) return;
-  units_[*unit]->start_gather();
-  prefetched_[*unit] = true;
-}
-
-size_t MMFullyShardedDataParallel::units_gathered_for_use() const {
-  size_t count = 0;
-  for (size_t u = 1; u < units_.size(); ++u) {
-    count += units_[u]->gather_started() && !kept_for_backward_[u];
-  }
-  return count;
-}
-
-void MMFullyShardedDataParallel::drop_unused_prefetches() {
-  for (size_t u = 0; u < units_.size(); ++u) {
-    if (!prefetched_[u]) continue;
-    units_[u]->reshard();
-    prefetched_[u] = false;
-  }
-}
-
-// Backward runs the units in the reverse of this forward's order: the
-// nearest unit before `unit` whose backward is still to begin.
-std::optional<size_t> MMFullyShardedDataParallel::next_backward_unit(size_t unit) const {
-  auto position = std::find(forward_order_.begin(), forward_order_.end(), unit);
-  if (position == forward_order_.end()) return std::nullopt;  // the root
-  while (position != forward_order_.begin()) {
-    --position;
-    if (awaiting_backward_[*position]) return *position;
-  }
-  return std::nullopt;
 }
 
 // Units that reduce during backward do so in launch order. A parameter
@@ -503,49 +436,23 @@ void MMFullyShardedDataParallel::count_unreached(const TensorDict& outputs) {
 }
 
 void MMFullyShardedDataParallel::begin_backward() {
-  if (in_backward_) return;
-  in_backward_ = true;
-  for (size_t u = 0; u < units_.size(); ++u) pending_grads_[u] = trainable_[u] - unreached_[u];
-  next_launch_ = 0;
-  reductions_in_flight_.clear();
-  torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize_backward(); });
-  if (backward_sync_ && scheme_.reduce_during_backward) launch_ready_units();
+  if (schedule_->begin_backward(unreached_, backward_sync_ && scheme_.reduce_during_backward)) {
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize_backward(); });
+  }
 }
 
 void MMFullyShardedDataParallel::on_grad_ready(size_t unit) {
   begin_backward();
-  if (--pending_grads_[unit] > 0) return;
-  // A frozen parameter's saved values may still be read by a later node of
-  // this backward: such a unit is freed at the end.
-  if (unit != 0 && !has_frozen_[unit]) units_[unit]->reshard();
-  if (options_.backward_prefetch == BackwardPrefetch::kBackwardPost) {
-    prefetch(next_backward_unit(unit));
-  }
-  if (backward_sync_ && scheme_.reduce_during_backward) launch_ready_units();
-}
-
-void MMFullyShardedDataParallel::launch_ready_units() {
-  while (next_launch_ < units_.size() && pending_grads_[launch_order_[next_launch_]] == 0) {
-    const size_t unit = launch_order_[next_launch_++];
-    if (trainable_[unit] == 0) continue;
-    units_[unit]->launch_reduce_scatter();
-    reductions_in_flight_.push_back(unit);
-    while (reductions_in_flight_.size() > kReductionsInFlight) {
-      units_[reductions_in_flight_.front()]->await_reduction();
-      reductions_in_flight_.pop_front();
-    }
-  }
+  schedule_->grad_ready(unit);
 }
 
 void MMFullyShardedDataParallel::finalize_backward() {
-  in_backward_ = false;
+  // Units whose gradients never all came (unused parameters) go now.
+  schedule_->finish_backward(backward_sync_);
   if (backward_sync_) {
-    // Units whose gradients never all came (unused parameters) go now.
-    std::fill(pending_grads_.begin(), pending_grads_.end(), 0);
-    launch_ready_units();
     const std::vector<std::vector<bool>> used = agree_on_used();
-    for (size_t unit : launch_order_) {
-      if (trainable_[unit] > 0) {
+    for (size_t unit : schedule_->launch_order()) {
+      if (schedule_->unit(unit).trainable > 0) {
         units_[unit]->finish_reduce_scatter(used[unit]);
       } else {
         units_[unit]->keep_unsharded_grads();
@@ -554,7 +461,7 @@ void MMFullyShardedDataParallel::finalize_backward() {
   } else {
     for (auto& unit : units_) unit->keep_unsharded_grads();
   }
-  reshard_all();
+  schedule_->reshard_all();
 }
 
 // Whether each parameter had a gradient on any rank (one small all-reduce
@@ -562,7 +469,7 @@ void MMFullyShardedDataParallel::finalize_backward() {
 std::vector<std::vector<bool>> MMFullyShardedDataParallel::agree_on_used() const {
   std::vector<int> flags;
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (trainable_[u] == 0) continue;
+    if (schedule_->unit(u).trainable == 0) continue;
     for (bool had : units_[u]->had_grads()) flags.push_back(had ? 1 : 0);
   }
   at::Tensor mask = at::tensor(flags, at::kInt);
@@ -570,16 +477,10 @@ std::vector<std::vector<bool>> MMFullyShardedDataParallel::agree_on_used() const
   std::vector<std::vector<bool>> used(units_.size());
   const int* values = mask.data_ptr<int>();
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (trainable_[u] == 0) continue;
+    if (schedule_->unit(u).trainable == 0) continue;
     for (size_t i = 0; i < units_[u]->parameters().size(); ++i) used[u].push_back(*values++ > 0);
   }
   return used;
-}
-
-void MMFullyShardedDataParallel::reshard_all() {
-  for (auto& unit : units_) unit->reshard();
-  std::fill(prefetched_.begin(), prefetched_.end(), false);
-  std::fill(kept_for_backward_.begin(), kept_for_backward_.end(), false);
 }
 
 double MMFullyShardedDataParallel::global_power_sum(const std::vector<at::Tensor>& params,

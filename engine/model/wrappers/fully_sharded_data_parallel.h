@@ -4,7 +4,6 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -16,6 +15,7 @@
 #include "engine/dist/group.h"
 #include "engine/model/join/join.h"
 #include "engine/model/sharding/flat_unit.h"
+#include "engine/model/sharding/unit_schedule.h"
 #include "engine/model/unit_call.h"
 #include "engine/model/wrappers/fsdp_options.h"
 #include "engine/model/wrappers/model_wrapper.h"
@@ -52,7 +52,7 @@ struct FSDPMemory {
 // Forward gathers the root unit (it stays gathered until the end of
 // backward) and every unit the model runs through call_unit as it runs it.
 // During backward each unit's gradients are reduce-scattered asynchronously
-// as soon as all of them arrived, units in a fixed order (the reverse of
+// as soon as all of them arrived and its backward began, units in a fixed order (the reverse of
 // forward order) on every rank; at the end of backward every rank's
 // parameters hold their shard and .grad the averaged sharded gradient.
 // Gradients are averaged over all ranks: divided by the world size, summed.
@@ -182,16 +182,8 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   void count_unreached(const TensorDict& outputs);
   void begin_backward();
   void on_grad_ready(size_t unit);
-  void launch_ready_units();
   void finalize_backward();
   std::vector<std::vector<bool>> agree_on_used() const;
-  void reshard_all();
-  bool reshards_after_forward() const;
-  void record_forward_call(size_t unit);
-  void prefetch(std::optional<size_t> unit);
-  size_t units_gathered_for_use() const;
-  void drop_unused_prefetches();
-  std::optional<size_t> next_backward_unit(size_t unit) const;
 
   FSDPOptions options_;
   // What skip_init_weights left as zeros ("name" and how many others),
@@ -201,35 +193,15 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   sharding::UnitMemory unit_memory_;
   std::vector<std::unique_ptr<sharding::FlatUnit>> units_;
   std::vector<const torch::nn::Module*> unit_modules_;  // units_[i]'s module
-  std::vector<bool> entered_;                           // called through call_unit at least once
-  std::vector<size_t> pending_grads_;                   // per unit, in the current backward
-  std::vector<size_t> trainable_;                       // per unit
   // Per unit, the trainable parameters the last forward's outputs do not
   // reach (counted only where units reduce during backward).
   std::vector<size_t> unreached_;
-  std::vector<bool> has_frozen_;      // per unit
-  std::vector<size_t> launch_order_;  // reverse forward order
-  // Prefetching: the units this forward and the previous one ran, in the
-  // order of their first calls; whether this one ran as the previous did so
-  // far; per unit, whether a prefetch started its gather and no call used
-  // it yet, whether its backward is still to begin, and whether it stays
-  // gathered from its forward to the end of backward (SHARD_GRAD_OP).
-  std::vector<size_t> forward_order_;
-  std::vector<size_t> previous_order_;
-  bool order_as_before_ = true;
-  std::vector<bool> prefetched_;
-  std::vector<bool> awaiting_backward_;
-  std::vector<bool> kept_for_backward_;
-  size_t next_launch_ = 0;
-  // Units whose reduce-scatter this backward launched and nobody awaited:
-  // each holds its packed gradients (a full unit's worth) until then.
-  std::deque<size_t> reductions_in_flight_;
+  std::unique_ptr<sharding::UnitMoves> moves_;
+  std::unique_ptr<sharding::UnitSchedule> schedule_;
   std::vector<compat::NodePtr> hooked_;  // one per hook key
   std::vector<uintptr_t> hook_keys_;
   bool sync_enabled_ = true;
   bool backward_sync_ = true;
-  bool in_backward_ = false;
-  bool forward_will_backward_ = false;
   dist::GroupPtr group_;
   dist::GroupPtr sharded_norm_group_;                    // where sharded power sums are reduced
   std::map<std::string, at::ScalarType> buffer_dtypes_;  // before buffer_dtype cast them
