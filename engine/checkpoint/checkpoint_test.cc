@@ -229,6 +229,22 @@ TEST_F(CheckpointFileTest, DeferredSavesWriteWhatWasSavedInOrderOnAnotherThread)
   EXPECT_EQ(value_of(load_file(path_)), 4.0) << "the capture ended: save_file writes again";
 }
 
+// IValue::deepcopy takes views of one storage for one tensor: copied with
+// it, both halves below would be saved as the first.
+TEST_F(CheckpointFileTest, ADeferredSaveKeepsEachViewOfOneStorageApart) {
+  const at::Tensor base = at::arange(8, at::kLong);
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("low", base.slice(0, 0, 4));
+  dict.insert("high", base.slice(0, 4, 8));
+  DeferredSaves capture;
+  save_file(path_, dict);
+  base.zero_();
+  EXPECT_EQ(capture.write_in_background().get(), "");
+  const c10::impl::GenericDict got = load_file(path_).toGenericDict();
+  EXPECT_TRUE(at::equal(got.at("low").toTensor(), at::arange(4, at::kLong)));
+  EXPECT_TRUE(at::equal(got.at("high").toTensor(), at::arange(4, 8, at::kLong)));
+}
+
 TEST_F(CheckpointFileTest, ADeferredSaveThatFailsStopsTheOnesAfterItAndSaysWhy) {
   StopsAtRename throws([] { throw io::FileError("disk full"); });
   DeferredSaves capture;

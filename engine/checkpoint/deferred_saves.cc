@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/checkpoint/file.h"
+#include "engine/dist/pickle.h"
 
 namespace engine::checkpoint {
 namespace {
@@ -55,9 +56,12 @@ void DeferredSaves::end_capture() {
 bool DeferredSaves::defer(const std::string& path, const c10::IValue& content, io::FileSystem& fs) {
   if (capturing_thread == nullptr) return false;
   // A copy that autograd does not track: a clone of a tensor that requires
-  // grad would keep its graph alive until the write.
+  // grad would keep its graph alive until the write. Each tensor is cloned
+  // on its own: IValue::deepcopy takes views of one storage for one tensor
+  // and would give them all the first one's copy.
   at::NoGradGuard no_grad;
-  c10::IValue copies = content.deepcopy();
+  c10::IValue copies =
+      dist::map_tensors(content, [](const at::Tensor& t) { return t.defined() ? t.clone() : t; });
   wait_for_copies(copies);
   capturing_thread->saves_.push_back({path, std::move(copies), &fs});
   return true;

@@ -8,7 +8,10 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 
+#include <functional>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "engine/dist/errors.h"
 #include "engine/dist/pickle_bounds.h"
@@ -25,34 +28,61 @@ std::mutex& pickler_mutex() {
   return mutex;
 }
 
-// An empty view may start past the end of its storage (a slice of an empty
-// tensor at offset 1). The pickler writes such a tensor as it is, and
-// LibTorch 2.x's unpickler refuses it ("storage offset 1 is out of bounds
-// for storage of size 0"): it travels as an empty tensor of the same shape,
-// strides and dtype at offset 0, which holds the same (no) values. Every
-// other value is kept as it is.
+bool spans_its_storage(const at::Tensor& t) {
+  return t.storage_offset() == 0 && t.nbytes() == t.storage().nbytes();
+}
+
+// What pickling gives back, minus what the format or LibTorch 2.x cannot
+// carry:
+// - The pickler writes a tensor's whole storage (as torch.save does), so a
+//   contiguous view of part of one travels as a copy of its own elements.
+// - An empty view may start past the end of its storage (a slice of an
+//   empty tensor at offset 1), which LibTorch 2.x's unpickler refuses
+//   ("storage offset 1 is out of bounds for storage of size 0"): an empty
+//   view travels as an empty tensor of the same shape, strides and dtype at
+//   offset 0, which holds the same (no) values.
+// Every other value is kept as it is.
 c10::IValue loadable(const c10::IValue& value) {
+  return map_tensors(value, [](const at::Tensor& t) {
+    if (!t.defined() || !t.has_storage() || spans_its_storage(t)) return t;
+    if (t.numel() == 0) {
+      return at::empty_strided(t.sizes(), t.strides(), t.options())
+          .requires_grad_(t.requires_grad());
+    }
+    return t.is_contiguous() ? t.detach().clone().requires_grad_(t.requires_grad()) : t;
+  });
+}
+
+using TensorMemo = std::unordered_map<const c10::TensorImpl*, at::Tensor>;
+
+c10::IValue map_tensors_memoized(const c10::IValue& value,
+                                 const std::function<at::Tensor(const at::Tensor&)>& map,
+                                 TensorMemo& memo) {
   if (value.isTensor()) {
-    const at::Tensor& t = value.toTensor();
-    if (!t.defined() || t.numel() > 0 || t.storage_offset() == 0) return value;
-    return at::empty_strided(t.sizes(), t.strides(), t.options()).requires_grad_(t.requires_grad());
+    const at::Tensor& tensor = value.toTensor();
+    auto [it, inserted] = memo.try_emplace(tensor.unsafeGetTensorImpl());
+    if (inserted) it->second = map(tensor);
+    return it->second;
   }
+  const auto mapped = [&](const c10::IValue& element) {
+    return map_tensors_memoized(element, map, memo);
+  };
   if (value.isList()) {
     c10::impl::GenericList out(value.toList().elementType());
-    for (const c10::IValue& element : value.toListRef()) out.push_back(loadable(element));
+    for (const c10::IValue& element : value.toListRef()) out.push_back(mapped(element));
     return out;
   }
   if (value.isTuple()) {
     std::vector<c10::IValue> elements;
     for (const c10::IValue& element : value.toTupleRef().elements()) {
-      elements.push_back(loadable(element));
+      elements.push_back(mapped(element));
     }
     return c10::ivalue::Tuple::create(std::move(elements));
   }
   if (value.isGenericDict()) {
     const c10::impl::GenericDict dict = value.toGenericDict();
     c10::impl::GenericDict out(dict.keyType(), dict.valueType());
-    for (const auto& entry : dict) out.insert(entry.key(), loadable(entry.value()));
+    for (const auto& entry : dict) out.insert(entry.key(), mapped(entry.value()));
     return out;
   }
   return value;
@@ -89,6 +119,12 @@ std::vector<char> save_untagged(const c10::IValue& value) {
 }
 
 }  // namespace
+
+c10::IValue map_tensors(const c10::IValue& value,
+                        const std::function<at::Tensor(const at::Tensor&)>& map) {
+  TensorMemo memo;
+  return map_tensors_memoized(value, map, memo);
+}
 
 at::Tensor pickle(const c10::IValue& value) {
   const c10::IValue saved = loadable(value);

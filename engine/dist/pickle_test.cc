@@ -53,7 +53,33 @@ TEST(Pickle, NestedEmptyViewsComeBackInsideTheirContainers) {
   EXPECT_EQ(tuple[2].toInt(), 3);
 }
 
-TEST(Pickle, TensorsWithValuesKeepTheirViewOfTheStorage) {
+// The pickler writes a tensor's whole storage: a contiguous view of a few
+// elements of a large one would carry all of it.
+TEST(Pickle, AContiguousViewTravelsAsItsOwnElements) {
+  const at::Tensor base = at::arange(1 << 16, at::kDouble);  // 512 KiB
+  const at::Tensor view = base.slice(0, 100, 110);
+  const at::Tensor bytes = pickle(view);
+  EXPECT_LT(bytes.numel(), 4096);
+  const at::Tensor back = unpickle(bytes, "the view").toTensor();
+  expect_same_tensor(back, view);
+  EXPECT_EQ(back.storage_offset(), 0);
+}
+
+// Views of one storage in one value each come back with their own values;
+// one tensor met twice comes back as one.
+TEST(Pickle, ViewsOfOneStorageComeBackEachWithItsValuesAndTiesStayTied) {
+  const at::Tensor base = at::arange(8, at::kLong);
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("low", base.slice(0, 0, 4));
+  dict.insert("high", base.slice(0, 4, 8));
+  dict.insert("high again", dict.at("high"));
+  const c10::impl::GenericDict got = unpickle(pickle(dict), "the dict").toGenericDict();
+  expect_same_tensor(got.at("low").toTensor(), base.slice(0, 0, 4));
+  expect_same_tensor(got.at("high").toTensor(), base.slice(0, 4, 8));
+  EXPECT_TRUE(got.at("high").toTensor().is_same(got.at("high again").toTensor()));
+}
+
+TEST(Pickle, AStridedViewKeepsItsViewOfTheStorage) {
   const at::Tensor base = at::arange(12, at::kDouble);
   const at::Tensor view = base.slice(0, 3, 9, 2);
   const at::Tensor back = unpickle(pickle(view), "the view").toTensor();

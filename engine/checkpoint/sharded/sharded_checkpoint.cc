@@ -29,10 +29,10 @@ using sharded::kMarker;
 using sharded::PieceOf;
 using sharded::rank_file;
 
-// Chunk `shard.chunk`'s rows that hold data, in its own storage (a view
-// would pickle the unit's whole flat shard).
+// Chunk `shard.chunk`'s rows that hold data: a view, which pickling copies
+// alone (dist/pickle.h), as a deferred save's copy does.
 at::Tensor valid_piece(const LocalShard& shard, const at::Tensor& padded) {
-  return padded.detach().narrow(0, 0, shard.layout.valid_rows(shard.chunk)).clone();
+  return padded.detach().narrow(0, 0, shard.layout.valid_rows(shard.chunk));
 }
 
 bool sharded_with(const c10::IValue& value, const LocalShard& shard) {
