@@ -417,7 +417,8 @@ at::Tensor MMFullyShardedDataParallel::call(const torch::nn::Module& module,
 // on the way: the ranks' reductions would interleave differently with the
 // other collectives of backward (SyncBatchNorm's). As PyTorch's DDP does
 // with find_unused_parameters, such parameters count as ready from the
-// start of backward.
+// start of backward (the unit itself once its backward began, where its
+// output awaits one: UnitSchedule).
 void MMFullyShardedDataParallel::count_unreached(const TensorDict& outputs) {
   std::fill(unreached_.begin(), unreached_.end(), 0);
   if (!backward_sync_ || !scheme_.reduce_during_backward) return;
