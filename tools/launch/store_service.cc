@@ -6,9 +6,10 @@
 #include <utility>
 
 namespace launch {
-namespace {
 
 // LibTorch 1.13's values on the wire (torch/csrc/distributed/c10d/TCPStore.cpp).
+// Outside the anonymous namespace: Request, which has external linkage,
+// holds one.
 enum class Query : uint8_t {
   kSet,
   kCompareSet,
@@ -20,6 +21,9 @@ enum class Query : uint8_t {
   kWatchKey,
   kDeleteKey,
 };
+
+namespace {
+
 constexpr uint8_t kReady = 0;
 constexpr uint8_t kNotReady = 1;
 constexpr uint8_t kStopWaiting = 0;
