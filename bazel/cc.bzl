@@ -18,6 +18,22 @@ load("@rules_cc//cc:defs.bzl", _cc_binary = "cc_binary", _cc_library = "cc_libra
 # headers require (1.13's compile under it too).
 ENGINE_COPTS = ["-std=c++20"]
 
+# Under --config=pch every target loads //bazel:engine_pch first; an error if
+# GCC finds its .gch but cannot use it (the options that built it differ).
+_PCH_COPTS = ["-include", "engine_pch.h", "-Werror=invalid-pch"]
+
+def _with_pch(copts, kwargs, pch):
+    """copts with the precompiled header's options, kwargs with it as a dep,
+    under --config=pch (unless pch = False)."""
+    if not pch:
+        return copts
+    enabled = str(Label("//bazel:pch"))
+    kwargs["deps"] = kwargs.get("deps", []) + select({
+        enabled: [str(Label("//bazel:engine_pch"))],
+        "//conditions:default": [],
+    })
+    return copts + select({enabled: _PCH_COPTS, "//conditions:default": []})
+
 def _unity_srcs(name, srcs):
     """srcs, with the .cc files joined into one under --config=unity.
 
@@ -41,26 +57,27 @@ def _unity_srcs(name, srcs):
         "//conditions:default": srcs,
     })
 
-def cc_library(name, srcs = [], copts = [], unity = True, **kwargs):
+def cc_library(name, srcs = [], copts = [], unity = True, pch = True, **kwargs):
     """rules_cc's cc_library; unity = False keeps the sources apart under
     --config=unity too (for sources not written to share a translation
-    unit)."""
+    unit); pch = False compiles without the precompiled header under
+    --config=pch (for options it was not built with)."""
     _cc_library(
         name = name,
         srcs = _unity_srcs(name, srcs) if unity else srcs,
-        copts = ENGINE_COPTS + copts,
+        copts = _with_pch(ENGINE_COPTS + copts, kwargs, pch),
         **kwargs
     )
 
-def cc_binary(copts = [], **kwargs):
-    _cc_binary(copts = ENGINE_COPTS + copts, **kwargs)
+def cc_binary(copts = [], pch = True, **kwargs):
+    _cc_binary(copts = _with_pch(ENGINE_COPTS + copts, kwargs, pch), **kwargs)
 
-def cc_test(name, srcs = [], copts = [], **kwargs):
+def cc_test(name, srcs = [], copts = [], pch = True, **kwargs):
     """rules_cc's cc_test; a test of several sources is one translation unit
     under --config=unity, as a library is."""
     _cc_test(
         name = name,
         srcs = _unity_srcs(name, srcs),
-        copts = ENGINE_COPTS + copts,
+        copts = _with_pch(ENGINE_COPTS + copts, kwargs, pch),
         **kwargs
     )
