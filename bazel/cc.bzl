@@ -61,7 +61,8 @@ def cc_library(name, srcs = [], copts = [], unity = True, pch = True, **kwargs):
     """rules_cc's cc_library; unity = False keeps the sources apart under
     --config=unity too (for sources not written to share a translation
     unit); pch = False compiles without the precompiled header under
-    --config=pch (for options it was not built with)."""
+    --config=pch: for sources that use no LibTorch, which would only pay
+    for loading it, and for options it was not built with."""
     _cc_library(
         name = name,
         srcs = _unity_srcs(name, srcs) if unity else srcs,
