@@ -76,10 +76,13 @@ def _cc_pch_impl(ctx):
         headers = depset([header, compiled]),
         includes = depset([header.dirname]),
     )
-    return [DefaultInfo(files = depset([header, compiled])), cc_common.merge_cc_infos(cc_infos = [
-        CcInfo(compilation_context = context),
-        CcInfo(compilation_context = deps_context),
-    ])]
+    # Its users link what it was compiled against: code that UBSan
+    # instruments refers to the typeinfo of the header's classes, so a target
+    # that loads it links LibTorch even if its own code uses none.
+    return [
+        DefaultInfo(files = depset([header, compiled])),
+        cc_common.merge_cc_infos(cc_infos = [CcInfo(compilation_context = context), deps]),
+    ]
 
 cc_pch = rule(
     implementation = _cc_pch_impl,
