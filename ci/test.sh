@@ -41,7 +41,7 @@ bazel test --config=ci //... 2>&1 | tee -a "$log"
 # meet libstdc++'s benign locale-cache race in std::ctype<char>::narrow, GCC
 # PR 77704, through std::regex).
 # And engine-launch's store server, whose thread serves LibTorch's clients.
-bazel test --config=tsan --config=unity --config=pch -- //sim/... //testing/... //tools/launch:store_server_test \
+bazel test --config=tsan --config=unity -- //sim/... //testing/... //tools/launch:store_server_test \
   -//testing/process/... -//testing/hosts/... -//testing/cross_check/... -//testing/model/... \
   -//testing/strategy/... \
   2>&1 | tee -a "$log"
