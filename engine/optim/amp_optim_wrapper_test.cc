@@ -188,12 +188,21 @@ TEST(AmpOptimWrapper, Float16OnCudaRunsTheProductInHalfAndSkipsAnOverflow) {
   EXPECT_EQ(wrapper->amp_options().dtype, at::kHalf) << "CUDA parameters default to float16";
   ASSERT_NE(wrapper->loss_scaler(), nullptr) << "float16 is scaled by default";
   EXPECT_EQ(wrapper->loss_scaler()->scale(), 65536);
-  {
+  const auto half_step = [&] {
     auto scope = wrapper->optim_context(nullptr);
     const at::Tensor loss = net.loss(at::full({3, 4}, 0.5, cuda));
     EXPECT_EQ(net.product_dtype, at::kHalf);
+    EXPECT_EQ(loss.scalar_type(), at::kFloat) << "autocast sums in float32";
     wrapper->update_params(loss);
-  }
+  };
+  // The loss's gradient enters the half product as the scale itself, and
+  // 2^16 is past float16's largest finite value (65504): GradScaler's first
+  // step at its default scale is skipped the same way, and the scale halves.
+  half_step();
+  EXPECT_TRUE(wrapper->last_step_skipped());
+  EXPECT_EQ(wrapper->loss_scaler()->scale(), 32768);
+  EXPECT_TRUE(at::equal(net.w.cpu(), at::ones({4, 2})));
+  half_step();
   EXPECT_EQ(net.w.grad().scalar_type(), at::kFloat);
   EXPECT_FALSE(wrapper->last_step_skipped());
   EXPECT_TRUE(at::equal(net.w.cpu(), at::full({4, 2}, 1 - 0.5 * 1.5)));
@@ -202,7 +211,7 @@ TEST(AmpOptimWrapper, Float16OnCudaRunsTheProductInHalfAndSkipsAnOverflow) {
   x[0][1] = 1e36;  // its gradient times the scale overflows float32
   wrapper->update_params(net.loss(x.to(at::kCUDA)));
   EXPECT_TRUE(wrapper->last_step_skipped());
-  EXPECT_EQ(wrapper->loss_scaler()->scale(), 32768);
+  EXPECT_EQ(wrapper->loss_scaler()->scale(), 16384);
   EXPECT_TRUE(at::equal(net.w.cpu(), at::full({4, 2}, 1 - 0.5 * 1.5)));
   net.loss(at::ones({3, 4}, cuda));
   EXPECT_EQ(net.product_dtype, at::kFloat) << "autocast ends with the scope";
