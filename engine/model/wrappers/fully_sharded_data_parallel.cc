@@ -98,9 +98,11 @@ MMFullyShardedDataParallel::MMFullyShardedDataParallel(std::shared_ptr<BaseModel
   place_on_device();
   build_units(group, [&](const std::vector<NamedParameter>& params) {
     initialize_deferred(owners_of(this->module(), params));
+    move_device_state();  // before a unit of ignored modules views them
     if (options_.sync_module_states) broadcast_from_rank(tensors_of(params), group);
   });
   initialize_deferred(modules_of(this->module()));  // modules holding deferred buffers only
+  move_device_state();
   if (options_.sync_module_states) broadcast_buffers(this->module(), group);
   cast_buffers();
   register_hooks();
@@ -163,6 +165,12 @@ void MMFullyShardedDataParallel::place_on_device() {
   if (!device) return;
   // "cuda" alone: the current device, as a tensor made there reports it.
   if (!device->has_index()) options_.device_id = at::empty({0}, *device).device();
+  move_device_state();
+}
+
+void MMFullyShardedDataParallel::move_device_state() {
+  const auto& device = options_.device_id;
+  if (!device) return;
   c10::NoGradGuard no_grad;
   std::vector<at::Tensor> state;
   if (options_.cpu_offload) {

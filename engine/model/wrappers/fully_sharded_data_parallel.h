@@ -167,6 +167,11 @@ class MMFullyShardedDataParallel : public ModelWrapper,
   TensorDict train_once(const TensorDict& data, optim::OptimWrapper& optim_wrapper,
                         bool contributes);
   void place_on_device();
+  // Onto device_id: the buffers, and the parameters unless cpu_offload
+  // shards them on the CPU (then only the ignored modules'). Materialised
+  // tensors only; a deferred one moves when called again after it is
+  // (initialize_deferred makes it on the CPU under cpu_offload).
+  void move_device_state();
   // device_id under cpu_offload, when it is not the CPU: where the units'
   // gathered parameters, their gradients and collectives live.
   std::optional<c10::Device> offload_device() const;
