@@ -192,6 +192,8 @@ set(DIST_ENGINE_SOURCES
     engine/snapshot/folders.h
     engine/snapshot/snapshots.cc
     engine/snapshot/snapshots.h
+    engine/strategy/checkpoint_entries.cc
+    engine/strategy/checkpoint_entries.h
     engine/strategy/checkpointing.cc
     engine/strategy/ddp_state.cc
     engine/strategy/fsdp_strategy.cc

@@ -1,6 +1,5 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/stack.h>
 #include <ATen/ops/zeros_like.h>
 
 #include <iostream>
@@ -10,6 +9,7 @@
 #include "engine/dist/dist.h"
 #include "engine/optim/optimizer_state.h"
 #include "engine/optim/zero_redundancy_optimizer.h"
+#include "engine/strategy/checkpoint_entries.h"
 #include "engine/strategy/strategy.h"
 
 namespace engine::strategy {
@@ -24,7 +24,7 @@ at::Tensor gathered_state(at::Generator& generator) {
     std::lock_guard<std::mutex> lock(generator.mutex());
     state = generator.get_state();
   }
-  return BaseStrategy::rows_of_all_ranks(state);
+  return rows_of_all_ranks(state);
 }
 
 void restore_row(at::Generator& generator, const at::Tensor& rows) {
@@ -44,7 +44,7 @@ Dict pending_gradients(torch::nn::Module& module,
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const at::Tensor& grad = item.value().grad();
     const at::Tensor mine = grad.defined() ? grad.detach() : at::zeros_like(item.value());
-    out.insert(item.key(), BaseStrategy::rows_of_all_ranks(mine));
+    out.insert(item.key(), rows_of_all_ranks(mine));
   }
   return out;
 }
@@ -76,21 +76,6 @@ void BaseStrategy::restore_rng_states(const Dict& states, const std::string& pat
     auto process_generator = at::detail::getDefaultCPUGenerator();
     restore_row(process_generator, states.at("torch_cpu").toTensor());
   }
-}
-
-at::Tensor BaseStrategy::rows_of_all_ranks(const at::Tensor& mine) {
-  return dist::is_distributed() ? at::stack(dist::all_gather_anywhere(mine)) : mine.unsqueeze(0);
-}
-
-at::Tensor BaseStrategy::my_row(const at::Tensor& rows, const std::string& path,
-                                const std::string& saved_as) {
-  if (rows.size(0) != dist::get_world_size()) {
-    throw checkpoint::CheckpointError(
-        dist::on_rank(dist::get_rank(), "checkpoint " + path + " " + saved_as + " by " +
-                                            std::to_string(rows.size(0)) +
-                                            " ranks; resume it with as many ranks"));
-  }
-  return rows[dist::get_rank()];
 }
 
 Dict BaseStrategy::pending_gradients() {
@@ -185,42 +170,6 @@ void BaseStrategy::write_single_file(const std::string& path, Dict training,
         checkpoint::save_file(path, training, file_system());
       },
       "save the checkpoint");
-}
-
-Dict BaseStrategy::read_single_file(const std::string& path) {
-  return checkpoint::load_file(path).toGenericDict();
-}
-
-c10::IValue BaseStrategy::checkpoint_entry(const Dict& content, const std::string& key,
-                                           const std::string& path) {
-  if (!content.contains(key)) {
-    throw checkpoint::CheckpointError(
-        dist::on_rank(dist::get_rank(), "checkpoint " + path + ": has no \"" + key +
-                                            "\" entry; was it written by save_checkpoint?"));
-  }
-  return content.at(key);
-}
-
-optim::OptimizerState BaseStrategy::optimizer_entry(const Dict& content, const std::string& key,
-                                                    const std::string& path) {
-  return optimizer_value(checkpoint_entry(content, key, path),
-                         "checkpoint " + path + "'s \"" + key + "\" entry");
-}
-
-optim::OptimizerState BaseStrategy::optimizer_value(const c10::IValue& entry,
-                                                    const std::string& what) {
-  if (entry.isTensor()) {
-    throw checkpoint::CheckpointError(dist::on_rank(
-        dist::get_rank(),
-        what + " is LibTorch's optimizer archive, which an engine before the state_dict layout "
-               "wrote; this engine does not load it (loading one compiles and runs the TorchScript "
-               "inside it). Resume from the weights (load_from) instead"));
-  }
-  try {
-    return optim::from_state_dict(entry, what);
-  } catch (const dist::InvalidArgument& error) {
-    throw checkpoint::CheckpointError(dist::on_rank(dist::get_rank(), error.what()));
-  }
 }
 
 void BaseStrategy::for_each_saved_wrapper(

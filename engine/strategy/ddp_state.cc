@@ -6,6 +6,7 @@
 #include "engine/checkpoint/file.h"
 #include "engine/dist/dist.h"
 #include "engine/model/wrappers/distributed_data_parallel.h"
+#include "engine/strategy/checkpoint_entries.h"
 #include "engine/strategy/strategy.h"
 
 // What DDPStrategy's checkpoints hold of the wrapper: the bucket order the

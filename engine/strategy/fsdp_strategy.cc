@@ -16,6 +16,7 @@
 #include "engine/model/batch_norm.h"
 #include "engine/model/wrappers/wrapper_registry.h"
 #include "engine/optim/optimizer_state.h"
+#include "engine/strategy/checkpoint_entries.h"
 
 namespace engine::strategy {
 namespace {
@@ -35,11 +36,11 @@ std::string upper(std::string text) {
 // is not a zero one: the optimizer skips it); left out where no rank had it.
 void insert_rows(Dict& out, const std::string& key, const at::Tensor& grad, at::IntArrayRef sizes,
                  const at::TensorOptions& options) {
-  const at::Tensor defined = BaseStrategy::rows_of_all_ranks(at::scalar_tensor(
+  const at::Tensor defined = rows_of_all_ranks(at::scalar_tensor(
       static_cast<int64_t>(grad.defined()), at::TensorOptions().dtype(at::kLong)));
   if (!defined.any().item<bool>()) return;
   const at::Tensor mine = grad.defined() ? grad.detach() : at::zeros(sizes, options);
-  out.insert(key, BaseStrategy::rows_of_all_ranks(mine));
+  out.insert(key, rows_of_all_ranks(mine));
   out.insert(key + "/defined", defined);
 }
 
@@ -48,8 +49,8 @@ void insert_rows(Dict& out, const std::string& key, const at::Tensor& grad, at::
 at::Tensor saved_row(const Dict& saved, const std::string& key, at::IntArrayRef sizes,
                      const at::TensorOptions& options, const std::string& path) {
   if (!saved.contains(key)) return at::Tensor();
-  const at::Tensor defined = BaseStrategy::my_row(saved.at(key + "/defined").toTensor(), path);
-  const at::Tensor row = BaseStrategy::my_row(saved.at(key).toTensor(), path);
+  const at::Tensor defined = my_row(saved.at(key + "/defined").toTensor(), path);
+  const at::Tensor row = my_row(saved.at(key).toTensor(), path);
   if (row.sizes() != sizes) {
     throw checkpoint::CheckpointError(dist::on_rank(
         dist::get_rank(), "checkpoint " + path + " was saved inside a gradient accumulation " +

@@ -159,16 +159,6 @@ class BaseStrategy {
   // different world size they stay as seeded (and rank 0 says so).
   Resumed resume(const std::string& path, const LoadOptions& options = {});
 
-  // Every rank's `mine` stacked in rank order (collective when
-  // distributed), and this rank's row of such rows, checked to come from
-  // as many ranks as there are now (else a CheckpointError naming `path`
-  // and what resumes it).
-  static at::Tensor rows_of_all_ranks(const at::Tensor& mine);
-  static at::Tensor my_row(const at::Tensor& rows, const std::string& path,
-                           const std::string& saved_as =
-                               "was saved inside a gradient "
-                               "accumulation group");
-
  protected:
   virtual std::shared_ptr<model::BaseModel> wrap_model(std::shared_ptr<model::BaseModel> model) = 0;
   // Whether prepare() takes several optimizer wrappers (an OptimWrapperDict
@@ -211,18 +201,6 @@ class BaseStrategy {
                          const std::function<c10::IValue()>& optimizer_state);
   // Where checkpoints are written.
   io::FileSystem& file_system() const { return *file_system_; }
-  // A file written by write_single_file, read on every rank.
-  static c10::impl::GenericDict read_single_file(const std::string& path);
-  // content[key], or a CheckpointError naming the file and the key.
-  static c10::IValue checkpoint_entry(const c10::impl::GenericDict& content, const std::string& key,
-                                      const std::string& path);
-  // An optimizer state kept under content[key], or a CheckpointError naming
-  // the file, the key and what is wrong with it.
-  static optim::OptimizerState optimizer_entry(const c10::impl::GenericDict& content,
-                                               const std::string& key, const std::string& path);
-  // The optimizer state `entry` holds, or a CheckpointError starting with
-  // `what` (where it came from).
-  static optim::OptimizerState optimizer_value(const c10::IValue& entry, const std::string& what);
   // value_of(name, wrapper) for each prepared optimizer wrapper, as a checkpoint
   // keeps it: the value itself with one wrapper (None as an empty dict);
   // with several, a dict by name without the Nones.
