@@ -31,6 +31,7 @@ set(DIST_ENGINE_SOURCES
     engine/dist/backend.h
     engine/dist/backend_registry.cc
     engine/dist/backend_registry.h
+    engine/dist/call.h
     engine/dist/collectives.cc
     engine/dist/collectives.h
     engine/dist/context.cc

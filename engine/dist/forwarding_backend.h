@@ -6,26 +6,9 @@
 #include <vector>
 
 #include "engine/dist/backend.h"
+#include "engine/dist/call.h"
 
 namespace engine::dist {
-
-// What a wrapper sees of one call before it starts.
-struct Call {
-  // "all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter",
-  // "reduce_scatter", "all_to_all", "barrier", "send" or "recv" (and
-  // "new_group" where a wrapper describes split() the same way). Both forms
-  // of all_gather and of reduce_scatter share a kind.
-  const char* kind;
-  // The tensor whose dtype and shape describe the call: the one reduced or
-  // moved, the input of all_gather and gather, the output of scatter and
-  // reduce_scatter, the first input of all_to_all; undefined for barrier
-  // and for an all_to_all without inputs.
-  const at::Tensor* like;
-  std::optional<ReduceOp> op;  // reductions only
-  int root = -1;               // broadcast, reduce, gather, scatter: a group rank
-  int peer = -1;               // send, recv: a group rank
-  bool point_to_point() const { return peer >= 0; }
-};
 
 // A Backend that hands every call to `inner`: the base of wrappers that act
 // around each call (the flight recorder, the debug mode's checks), which

@@ -3,7 +3,6 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstring>
-#include <optional>
 
 #include "engine/dist/errors.h"
 #include "engine/dist/forwarding_backend.h"
@@ -71,7 +70,8 @@ class RecordingBackend : public ForwardingBackend {
 
   std::shared_ptr<Backend> split(const std::vector<int>& ranks) override {
     std::shared_ptr<Backend> part;
-    track(collective("new_group", at::Tensor()), [&] {
+    const at::Tensor none;
+    track(Call{"new_group", &none}, ++collective_seq_, [&] {
       part = inner().split(ranks);
       return completed_work();
     })->wait();
@@ -84,9 +84,10 @@ class RecordingBackend : public ForwardingBackend {
 
  protected:
   WorkPtr around(const Call& call, const std::function<WorkPtr()>& start) override {
-    return track(call.point_to_point() ? point_to_point(call.kind, *call.like, call.peer)
-                                       : collective(call.kind, *call.like, call.root, call.op),
-                 start);
+    Call global = call;  // the record names ranks globally
+    global.root = global_rank(call.root);
+    global.peer = global_rank(call.peer);
+    return track(global, call.point_to_point() ? ++point_to_point_seq_ : ++collective_seq_, start);
   }
 
  private:
@@ -94,27 +95,9 @@ class RecordingBackend : public ForwardingBackend {
     return group_rank >= 0 && group_rank < size() ? global_ranks_[group_rank] : -1;
   }
 
-  flight::Call call(const char* kind, const at::Tensor& like, uint64_t seq) const {
-    return flight::Call{kind, seq, group_, &like};
-  }
-
-  flight::Call collective(const char* kind, const at::Tensor& like, int root = -1,
-                          std::optional<ReduceOp> op = std::nullopt) {
-    flight::Call c = call(kind, like, ++collective_seq_);
-    c.root = root < 0 ? -1 : global_rank(root);
-    if (op) c.op = reduce_op_name(*op);
-    return c;
-  }
-
-  flight::Call point_to_point(const char* kind, const at::Tensor& like, int peer) {
-    flight::Call c = call(kind, like, ++point_to_point_seq_);
-    c.peer = global_rank(peer);
-    return c;
-  }
-
   template <typename Start>
-  WorkPtr track(const flight::Call& call, Start start) {
-    const uint64_t id = recorder_->begin(call);
+  WorkPtr track(const Call& call, uint64_t seq, Start start) {
+    const uint64_t id = recorder_->begin(call, seq, group_);
     WorkPtr work;
     try {
       work = start();

@@ -65,10 +65,11 @@ uint32_t Recorder::add_group(std::vector<int> global_ranks, std::string id) {
   return static_cast<uint32_t>(groups_.size() - 1);
 }
 
-void Recorder::Slot::write(const Call& call, int64_t start) {
+void Recorder::Slot::write(const dist::Call& call, uint64_t call_seq, uint32_t call_group,
+                           int64_t start) {
   kind = call.kind;
-  seq = call.seq;
-  group = call.group;
+  seq = call_seq;
+  group = call_group;
   const at::Tensor& like = *call.like;
   dtype = c10::ScalarType::Undefined;
   shape.clear();
@@ -80,7 +81,7 @@ void Recorder::Slot::write(const Call& call, int64_t start) {
   }
   root = call.root;
   peer = call.peer;
-  op = call.op;
+  op = call.op ? dist::reduce_op_name(*call.op) : "";
   start_us = start;
   end_us = 0;
   state = Entry::State::kStarted;
@@ -106,14 +107,14 @@ Entry Recorder::Slot::entry(const Group& g) const {
   return e;
 }
 
-uint64_t Recorder::begin(const Call& call) {
+uint64_t Recorder::begin(const dist::Call& call, uint64_t seq, uint32_t group) {
   const int64_t start = now_us();
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = total_++;
   if (watched_) watched_->begun();
   if (options_.capacity == 0) return id;
   if (ring_.size() < options_.capacity) ring_.emplace_back();
-  ring_[id % options_.capacity].write(call, start);
+  ring_[id % options_.capacity].write(call, seq, group, start);
   return id;
 }
 

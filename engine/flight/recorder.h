@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/dist/call.h"
 #include "engine/flight/record.h"
 #include "engine/flight/watch.h"
 
@@ -35,19 +36,6 @@ struct RecorderOptions {
 // Reads the variables above; InvalidArgument names a malformed one.
 RecorderOptions recorder_options_from_env();
 
-// A call as the recording backend sees it start (the Entry fields it
-// knows), pointing at what the backend keeps anyway.
-struct Call {
-  const char* kind;  // a literal: the ring keeps the pointer
-  uint64_t seq;
-  uint32_t group;  // Recorder::add_group's index
-  // The call's tensor (undefined when it moves none); read by begin() only.
-  const at::Tensor* like;
-  int root = -1;
-  int peer = -1;
-  const char* op = "";  // a literal, like kind
-};
-
 // One rank's ring of entries. Thread-safe.
 class Recorder {
  public:
@@ -55,13 +43,16 @@ class Recorder {
   ~Recorder();
 
   // Registers a group (its global ranks and its id, see Entry) for
-  // Call::group.
+  // begin().
   uint32_t add_group(std::vector<int> global_ranks, std::string id);
   // Stamps the start and writes the call's entry; returns its id. The ring
   // keeps calls in fixed-size slots (literals by pointer, the group by
   // index) written over the one they push out, so that recording allocates
   // nothing: a call of a few microseconds notices it.
-  uint64_t begin(const Call& call);
+  // `call`'s kind must be a literal (the ring keeps the pointer), its root
+  // and peer global ranks; `seq` counts the calls of its kind on the group
+  // that add_group() returned as `group`.
+  uint64_t begin(const dist::Call& call, uint64_t seq, uint32_t group);
   // Stamps the end: completed when `error` is nullptr, else failed with its
   // message. A no-op when already ended or pushed out of the ring.
   void end(uint64_t id, std::exception_ptr error);
@@ -99,7 +90,7 @@ class Recorder {
     std::string error;
 
     // Every field, so that nothing of the call it replaces remains.
-    void write(const Call& call, int64_t start);
+    void write(const dist::Call& call, uint64_t seq, uint32_t group, int64_t start);
     Entry entry(const Group& group) const;
   };
 

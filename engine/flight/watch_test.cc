@@ -61,10 +61,10 @@ TEST(Recorder, WatchedCountsItsCallsAndDumpsOnRequest) {
   Recorder recorder(1, 2, "gloo", options);
   const uint32_t group = recorder.add_group({0, 1}, "0");
   const at::Tensor none;
-  const uint64_t first = recorder.begin(Call{"all_reduce", 1, group, &none});
+  const uint64_t first = recorder.begin(engine::dist::Call{"all_reduce", &none}, 1, group);
   recorder.end(first, nullptr);
   recorder.end(first, nullptr);  // a second end is not a second call
-  recorder.begin(Call{"barrier", 2, group, &none});
+  recorder.begin(engine::dist::Call{"barrier", &none}, 2, group);
   const Progress progress = *read_progress(progress_path(dir, 1));
   EXPECT_EQ(progress.begun, 2u);
   EXPECT_EQ(progress.ended, 1u);
