@@ -31,6 +31,7 @@ set(DIST_ENGINE_SOURCES
     engine/dist/backend.h
     engine/dist/backend_registry.cc
     engine/dist/backend_registry.h
+    engine/dist/call.cc
     engine/dist/call.h
     engine/dist/collectives.cc
     engine/dist/collectives.h
@@ -363,7 +364,6 @@ set(DIST_ENGINE_NCCL_SOURCES
 )
 
 set(DIST_ENGINE_SIM_SOURCES
-    sim/call_record.cc
     sim/call_record.h
     sim/fault_plan.cc
     sim/fault_plan.h

@@ -175,7 +175,7 @@ WorkPtr SimBackend::run(const std::function<void()>& body) {
 
 WorkPtr SimBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
   CallRecord call = record("all_reduce", tensor);
-  call.op = static_cast<int>(op);
+  call.op = op;
   call.tensor = tensor;
   return run([&] {
     group_->collective(rank_, call, reducible(op), [&](int k, const Calls& calls) {
@@ -188,7 +188,7 @@ WorkPtr SimBackend::all_reduce(at::Tensor& tensor, ReduceOp op) {
 WorkPtr SimBackend::reduce(at::Tensor& tensor, int root, ReduceOp op) {
   check_root(root);
   CallRecord call = record("reduce", tensor);
-  call.op = static_cast<int>(op);
+  call.op = op;
   call.root = root;
   call.tensor = tensor;
   return run([&] {
@@ -251,7 +251,7 @@ WorkPtr SimBackend::scatter(at::Tensor& output, const std::vector<at::Tensor>& i
 WorkPtr SimBackend::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                    ReduceOp op) {
   CallRecord call = record("reduce_scatter", output);
-  call.op = static_cast<int>(op);
+  call.op = op;
   call.tensor = output;
   call.inputs = inputs;
   return run([&] {

@@ -2,7 +2,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "engine/dist/reduce_op.h"
 
@@ -26,6 +29,29 @@ struct Call {
   int root = -1;               // broadcast, reduce, gather, scatter: a group rank
   int peer = -1;               // send, recv: a group rank
   bool point_to_point() const { return peer >= 0; }
+};
+
+// What the ranks of a group must agree on for one call, held by value: the
+// simulator compares every rank's before any data moves, the debug mode
+// all-gathers it.
+struct CallSignature {
+  const char* kind = "";  // as Call::kind (a literal)
+  uint64_t seq = 0;       // the call's number among its group's calls of its class
+  c10::ScalarType dtype = c10::ScalarType::Undefined;  // Undefined: no tensor
+  std::vector<int64_t> shape;
+  std::optional<ReduceOp> op;
+  int root = -1;
+  int peer = -1;           // send, recv: the other side
+  std::vector<int> ranks;  // new_group: the new group's members
+
+  // `call`'s signature as the call numbered `seq`.
+  static CallSignature of(const Call& call, uint64_t seq);
+  // "all_reduce #5 (sum, Float[4, 2])".
+  std::string describe() const;
+  // Everything but the peer, which only the pair's two ranks know.
+  bool same_call(const CallSignature& other) const;
+  // The bytes of one tensor of the call's dtype and shape.
+  int64_t payload_bytes() const;
 };
 
 }  // namespace engine::dist
