@@ -12,7 +12,10 @@ namespace sim {
 using engine::dist::on_rank;
 
 WorldState::WorldState(int size, WorldOptions options)
-    : size_(size), options_(std::move(options)), ranks_(size) {
+    : size_(size),
+      options_(std::move(options)),
+      ranks_(size),
+      clock_(options_.virtual_time || options_.deterministic) {
   if (options_.deterministic) schedule_ = std::make_unique<Schedule>(options_.seed, size);
 }
 
@@ -120,7 +123,7 @@ void WorldState::check_no_failure(int rank, const CallRecord& call,
 bool WorldState::held_back(int rank) const {
   const RankInfo& info = ranks_[rank];
   if (info.wake_ms != kNever) {
-    return virtual_clock() && virtual_now_ms_ < info.wake_ms;
+    return clock_.before(info.wake_ms);
   }
   // Ranks that never arrive wait for the rest, not for each other.
   for (int r = 0; r < size_; ++r) {
@@ -141,8 +144,7 @@ bool WorldState::can_go_on(int rank) const {
   if (info.status != Status::kBlocked) return false;
   const Wait& w = *info.wait;
   return w.ready() || first_failure_ || info.deadlock_epoch != deadlock_epoch_ ||
-         (w.abandoned && !w.abandoned->message.empty()) ||
-         (virtual_clock() && virtual_now_ms_ >= info.deadline_ms);
+         (w.abandoned && !w.abandoned->message.empty()) || clock_.reached(info.deadline_ms);
 }
 
 bool WorldState::everyone_stuck() const {
@@ -162,8 +164,7 @@ bool WorldState::advance_clock_if_idle() {
     if (info.status == Status::kBlocked) next = std::min(next, info.deadline_ms);
     if (info.status == Status::kHeld) next = std::min(next, info.wake_ms);
   }
-  if (next == kNever || next <= virtual_now_ms_) return false;
-  virtual_now_ms_ = next;
+  if (!clock_.advance_to(next)) return false;
   notify();
   return true;
 }
@@ -172,14 +173,13 @@ WorldState::Deadline WorldState::start_deadline(RankInfo& info,
                                                 std::chrono::milliseconds timeout) const {
   const auto wall_now = std::chrono::steady_clock::now();
   const auto wall_room = std::chrono::steady_clock::time_point::max() - wall_now;
-  info.deadline_ms =
-      timeout.count() >= kNever - virtual_now_ms_ ? kNever : virtual_now_ms_ + timeout.count();
+  info.deadline_ms = clock_.after(timeout);
   return Deadline{timeout >= wall_room ? std::chrono::steady_clock::time_point::max()
                                        : wall_now + timeout};
 }
 
 bool WorldState::Deadline::expired(const WorldState& world, const RankInfo& info) const {
-  if (world.virtual_clock() && world.virtual_now_ms_ >= info.deadline_ms) return true;
+  if (world.clock_.reached(info.deadline_ms)) return true;
   return std::chrono::steady_clock::now() >= wall;
 }
 
@@ -279,7 +279,7 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
       yield_turn(lock, w.rank, "waits");
       continue;
     }
-    if (virtual_clock() && advance_clock_if_idle()) continue;
+    if (clock_.enabled() && advance_clock_if_idle()) continue;
     cv_.wait_until(lock, deadline.wall);
   }
   me.status = Status::kRunning;
@@ -336,9 +336,9 @@ void WorldState::hold(std::unique_lock<std::mutex>& lock, int rank, const Fault&
   me.status = Status::kHeld;
   me.fault = &fault;
   const bool hang = fault.kind == Fault::Kind::kNeverArrive;
-  me.wake_ms = hang ? kNever : virtual_now_ms_ + fault.delay.count();
+  me.wake_ms = hang ? kNever : clock_.after(fault.delay);
   notify();  // waiters may now find the whole world idle
-  if (!hang && !virtual_clock()) {
+  if (!hang && !clock_.enabled()) {
     lock.unlock();
     std::this_thread::sleep_for(fault.delay);
     lock.lock();
@@ -348,7 +348,7 @@ void WorldState::hold(std::unique_lock<std::mutex>& lock, int rank, const Fault&
       yield_turn(lock, rank, "is held");
       continue;
     }
-    if (virtual_clock() && advance_clock_if_idle()) continue;
+    if (clock_.enabled() && advance_clock_if_idle()) continue;
     cv_.wait_for(lock, options_.timeout);
   }
   me.status = Status::kRunning;

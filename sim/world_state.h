@@ -17,6 +17,7 @@
 #include "engine/dist/errors.h"
 #include "sim/call_record.h"
 #include "sim/schedule.h"
+#include "sim/virtual_clock.h"
 #include "sim/world.h"
 
 namespace sim {
@@ -131,7 +132,7 @@ class WorldState {
   // kHeld: kept from its call by the fault plan (a delay or a hang); absent,
   // like a rank running its own code, so never part of a deadlock.
   enum class Status { kRunning, kBlocked, kHeld, kExited, kFailed };
-  static constexpr int64_t kNever = INT64_MAX;
+  static constexpr int64_t kNever = VirtualClock::kNever;
   struct RankInfo {
     Status status = Status::kRunning;
     const CallRecord* call = nullptr;  // the call it is in, if any
@@ -163,7 +164,6 @@ class WorldState {
   bool advance_clock_if_idle();
   void hold(std::unique_lock<std::mutex>& lock, int rank, const Fault& fault);
   void mark_failed(int rank, std::exception_ptr error);
-  bool virtual_clock() const { return options_.virtual_time || options_.deterministic; }
   // Deterministic runs: a scheduling point of `rank` (lock held): logs
   // `event`, lets the schedule pick who runs next, and returns once `rank`
   // runs again. A failed rank keeps running until its thread ends.
@@ -190,7 +190,7 @@ class WorldState {
   std::exception_ptr first_failure_;
   int failed_rank_ = -1;
   uint64_t deadlock_epoch_ = 0;
-  int64_t virtual_now_ms_ = 0;
+  VirtualClock clock_;
   std::unique_ptr<Schedule> schedule_;  // deterministic runs only
   int turn_ = -1;                       // the rank that may run (deterministic runs)
   std::string deadlock_message_;
