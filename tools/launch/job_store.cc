@@ -207,6 +207,10 @@ std::optional<std::string> JobStore::get(int attempt, const std::string& name) {
   return text(store_->get(stored));
 }
 
+int64_t JobStore::add(int attempt, const std::string& name, int64_t amount) {
+  return store_->add(key(attempt, name), amount);
+}
+
 void JobStore::leave() {
   // A node that went silent will not leave.
   const auto ended_by = failure(attempt_);

@@ -76,6 +76,8 @@ class JobStore {
   // under `name`, and that value if one was set. Return at once.
   void set(int attempt, const std::string& name, const std::string& value);
   std::optional<std::string> get(int attempt, const std::string& name);
+  // Adds `amount` to the counter `name` (0 when never set): its new value.
+  int64_t add(int attempt, const std::string& name, int64_t amount);
   // The nodes that run the attempt joined last.
   const std::vector<int>& members() const { return members_; }
 

@@ -37,8 +37,10 @@ JobWatch::JobWatch(JobStore& store, Watchdog& watchdog, const Plan& plan)
 
 std::optional<std::string> JobWatch::check() {
   if (node_ == 0) return decide();
+  // Once the records are sent, node 0 may end the job and its store with it.
+  if (sent_) return std::nullopt;
   store_.set(attempt_, progress_key(node_), watchdog_.summary());
-  if (sent_ || !store_.get(attempt_, kStallKey)) return std::nullopt;
+  if (!store_.get(attempt_, kStallKey)) return std::nullopt;
   std::string ranks;
   for (const auto& [rank, text] : watchdog_.records()) {
     store_.set(attempt_, record_key(rank), text);

@@ -1,17 +1,19 @@
 // engine-watch: engine-launch's watchdog (--stall-timeout, watchdog.h) for
 // ranks that mpirun starts. Put it in front of the program:
-//   mpirun -np 4 engine-watch --stall-timeout S [--monitor-interval S]
-//          [--grace-seconds S] PROGRAM [ARGS...]
+//   mpirun -np 4 engine-watch --stall-timeout S [--job-store HOST:PORT]
+//          [--monitor-interval S] [--grace-seconds S] PROGRAM [ARGS...]
 // Each engine-watch runs its one rank with DIST_ENGINE_WATCH_DIR set to a
 // folder that the ranks of its node share (under $TMPDIR, named by the job's
 // PMIX_NAMESPACE and the host name). The one of local rank 0 watches them
-// all, as engine-launch watches its node's ranks. On a stall it prints the
-// diagnosis, keeps the flight records and marks the folder stalled; then
-// every engine-watch of the node stops its rank (SIGTERM, SIGKILL after the
-// grace period) and exits 124, and mpirun ends the job. SIGINT and SIGTERM
-// go on to the rank. Otherwise it exits with the rank's status (128 + the
-// signal that ended it) and removes the folder once the node's last rank
-// has ended.
+// all, as engine-launch watches its node's ranks; with --job-store, those of
+// every node watch the job together through a store that global rank 0's
+// hosts (mpirun_job_watch.h), and rank 0's diagnoses every rank of the job.
+// On a stall the diagnosing one prints the diagnosis, keeps the flight
+// records and marks its folder stalled; then every engine-watch of that node
+// stops its rank (SIGTERM, SIGKILL after the grace period) and exits 124,
+// and mpirun ends the job. SIGINT and SIGTERM go on to the rank. Otherwise
+// it exits with the rank's status (128 + the signal that ended it) and
+// removes the folder once the node's last rank has ended.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "engine/flight/watch.h"
+#include "tools/launch/mpirun_job_watch.h"
 #include "tools/launch/temporary_folder.h"
 #include "tools/launch/watchdog.h"
 
@@ -44,6 +47,7 @@ struct Options {
   double stall_timeout_seconds = 0;
   double monitor_interval_seconds = 0.1;
   double grace_seconds = 5;
+  std::string job_store;  // HOST:PORT; empty: each node watches its own ranks
   std::vector<std::string> program;
 };
 
@@ -52,6 +56,7 @@ struct Place {
   int rank = 0;
   int local_rank = 0;
   int local_size = 1;
+  int world_size = 1;
   std::string job;
 };
 
@@ -74,6 +79,10 @@ Options parse(const std::vector<std::string>& args) {
       break;
     }
     if (i + 1 >= args.size()) throw std::invalid_argument(args[i] + " needs a value");
+    if (args[i] == "--job-store") {
+      out.job_store = args[i + 1];
+      continue;
+    }
     const double seconds = seconds_from(args[i], args[i + 1]);
     if (args[i] == "--stall-timeout") {
       out.stall_timeout_seconds = seconds;
@@ -88,8 +97,8 @@ Options parse(const std::vector<std::string>& args) {
   out.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (out.stall_timeout_seconds <= 0 || out.program.empty()) {
     throw std::invalid_argument(
-        "usage: engine-watch --stall-timeout S [--monitor-interval S] [--grace-seconds S] "
-        "PROGRAM [ARGS...]");
+        "usage: engine-watch --stall-timeout S [--job-store HOST:PORT] [--monitor-interval S] "
+        "[--grace-seconds S] PROGRAM [ARGS...]");
   }
   return out;
 }
@@ -108,6 +117,7 @@ Place place_from_environment() {
   return {std::stoi(required_environment("OMPI_COMM_WORLD_RANK")),
           std::stoi(required_environment("OMPI_COMM_WORLD_LOCAL_RANK")),
           std::stoi(required_environment("OMPI_COMM_WORLD_LOCAL_SIZE")),
+          std::stoi(required_environment("OMPI_COMM_WORLD_SIZE")),
           required_environment("PMIX_NAMESPACE")};
 }
 
@@ -176,8 +186,24 @@ void stop(pid_t pid, double grace_seconds) {
   }
 }
 
+// This node's stall, or with `job` the job's: the text once it happened. A
+// job whose store is lost is watched on this node only from then on.
+std::optional<std::string> stall(launch::Watchdog& watchdog,
+                                 std::optional<launch::MpirunJobWatch>& job) {
+  if (!job) return watchdog.stalled();
+  try {
+    return job->check(watchdog);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "engine-watch: lost the job's store (%s); watching this node only\n",
+                 error.what());
+    job.reset();
+    return std::nullopt;
+  }
+}
+
 // Runs the rank to its end, or to the node's stall: its status, or 124.
-int supervise(const Options& options, const Place& place, const std::string& folder) {
+int supervise(const Options& options, const Place& place, const std::string& folder,
+              std::optional<launch::MpirunJobWatch>& job) {
   const pid_t pid = start(options, folder);
   const fs::path stalled_mark = fs::path(folder) / kStalledMark;
   std::optional<launch::Watchdog> watchdog;
@@ -192,7 +218,7 @@ int supervise(const Options& options, const Place& place, const std::string& fol
         watchdog.emplace(std::move(ranks), options.stall_timeout_seconds, folder, "engine-watch");
       }
     }
-    if (watchdog && watchdog->stalled()) std::ofstream(stalled_mark) << "stalled\n";
+    if (watchdog && stall(*watchdog, job)) std::ofstream(stalled_mark) << "stalled\n";
     if (fs::exists(stalled_mark)) {
       std::fprintf(stderr, "engine-watch: the ranks stalled; stopping rank %d\n", place.rank);
       stop(pid, options.grace_seconds);
@@ -217,8 +243,12 @@ int main(int argc, char** argv) {
     const Options options = parse(std::vector<std::string>(argv + 1, argv + argc));
     const Place place = place_from_environment();
     const std::string folder = node_folder(place);
-    const int status = supervise(options, place, folder);
+    std::optional<launch::MpirunJobWatch> job;
+    if (place.local_rank == 0 && !options.job_store.empty())
+      job.emplace(options.job_store, place.rank, place.local_size, place.world_size);
+    const int status = supervise(options, place, folder, job);
     tidy(folder, place.rank);
+    if (job && status == 0) job->leave();
     return status;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "engine-watch: %s\n", error.what());
