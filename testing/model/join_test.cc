@@ -8,9 +8,12 @@
 #include "engine/model/join/join.h"
 
 #include <gtest/gtest.h>
-#include <torch/nn/utils/clip_grad.h>
-#include <torch/optim/sgd.h>
+// clang-format off
+// clip_grad.h uses torch::Tensor without including its declaration.
 #include <torch/types.h>
+#include <torch/nn/utils/clip_grad.h>
+// clang-format on
+#include <torch/optim/sgd.h>
 
 #include <algorithm>
 #include <cstdlib>
