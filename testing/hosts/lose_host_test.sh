@@ -11,11 +11,16 @@
 # checkpoints, the cable is pulled once host1's folder holds a committed one,
 # and host1 resumes from the newest: under FULL_SHARD (SHARDING set) the
 # shard host2 wrote comes from the copy host1's folder holds.
-#   [SNAPSHOT_INTERVAL=N] [SHARDING=FULL_SHARD] lose_host_test.sh TRAIN CONFIG ENGINE_LAUNCH
+# With LOST_HOST=1 node 0 is the one lost: engine-store hosts the job's store
+# on a third host (--store external), host1's cable is pulled, and host2
+# goes on alone.
+#   [LOST_HOST=1|2] [SNAPSHOT_INTERVAL=N] [SHARDING=FULL_SHARD]
+#   lose_host_test.sh TRAIN CONFIG ENGINE_LAUNCH [ENGINE_STORE]
 set -euo pipefail
 source "$(dirname "$0")/emulated_hosts.sh"
 source "$TEST_SRCDIR/$TEST_WORKSPACE/examples/test_lib.sh"
-train=$1 config=$2 launcher=$3
+train=$1 config=$2 launcher=$3 store=${4:-}
+lost=${LOST_HOST:-2} survivor=$((3 - ${LOST_HOST:-2}))
 work="${TEST_TMPDIR:-$(mktemp -d)}/lose_host"
 rm -rf "$work" && mkdir -p "$work"
 strategy='{"type": "DDPStrategy", "sync_bn": "torch", "seed": 2026,
@@ -41,31 +46,40 @@ await_saved() {
     sleep 0.05
   done
 }
-hosts_up 2
+store_at=(--master-addr "$(host_address 1)")
+if ((lost == 1)); then
+  hosts_up 3
+  store_at=(--store external --master-addr "$(host_address 3)")
+  start_logged store on_host 3 timeout -k 10 150 "$store" --port 29500
+else
+  hosts_up 2
+fi
 for host in 1 2; do
   start_logged "host$host" on_host "$host" timeout -k 10 120 "$launcher" \
     --nnodes 1:2 --node-rank $((host - 1)) --nproc-per-node 1 --max-restarts 1 --last-call 3 \
-    --join-timeout 20 --master-addr "$(host_address 1)" --master-port 29500 \
+    --join-timeout 20 "${store_at[@]}" --master-port 29500 \
     "$train" --config "$config" --launcher pytorch --backend gloo --iters 4000 \
     "${saving[@]}" --resume auto --work-dir "$work/run"
 done
 await_saved || { await_logged || true; echo "FAIL: the run saved nothing within 60 s"; exit 1; }
-link_down 2
-host1_status=0
-wait "${EMULATED_HOSTS_JOBS[0]#*:}" || host1_status=$?
-kill -TERM "${EMULATED_HOSTS_JOBS[1]#*:}" 2>/dev/null || true
-wait "${EMULATED_HOSTS_JOBS[1]#*:}" || true
-host1=$(tr '\r' '\n' <"$EMULATED_HOSTS_DIR/log.host1")
-echo "$host1"
-echo "=== host2"
-cat "$EMULATED_HOSTS_DIR/log.host2"
-((host1_status == 0)) || { echo "FAIL: host1's launcher exited $host1_status"; exit 1; }
-expect "engine-launch: rank 0 failed with status" "$host1"
-expect "restarting every rank (restart 1 of 1)" "$host1"
-expect "attempt 1 runs on 1 of 2 nodes (world size 1)" "$host1"
-expect "resumed from $resumed_from at iteration [0-9]*" "$host1"
-expect "parameters and buffers identical on all 1 ranks" "$host1"
-accuracy=$(grep -o 'final val accuracy [0-9.]*' <<<"$host1" | grep -o '[0-9.]*$')
+link_down "$lost"
+jobs=("${EMULATED_HOSTS_JOBS[@]}")
+((lost == 2)) || jobs=("${jobs[@]:1}")  # the store's comes first
+survivor_status=0
+wait "${jobs[survivor - 1]#*:}" || survivor_status=$?
+kill -TERM "${jobs[lost - 1]#*:}" "${EMULATED_HOSTS_JOBS[0]#*:}" 2>/dev/null || true
+wait "${jobs[lost - 1]#*:}" || true
+survived=$(tr '\r' '\n' <"$EMULATED_HOSTS_DIR/log.host$survivor")
+echo "$survived"
+echo "=== host$lost"
+cat "$EMULATED_HOSTS_DIR/log.host$lost"
+((survivor_status == 0)) || { echo "FAIL: host$survivor's launcher exited $survivor_status"; exit 1; }
+expect "engine-launch: rank [0-9] failed with status" "$survived"
+expect "restarting every rank (restart 1 of 1)" "$survived"
+expect "attempt 1 runs on 1 of 2 nodes (world size 1)" "$survived"
+expect "resumed from $resumed_from at iteration [0-9]*" "$survived"
+expect "parameters and buffers identical on all 1 ranks" "$survived"
+accuracy=$(grep -o 'final val accuracy [0-9.]*' <<<"$survived" | grep -o '[0-9.]*$')
 python3 -c "import sys; sys.exit(0 if float('$accuracy') >= 0.8 else 1)" ||
   { echo "FAIL: accuracy $accuracy after going on alone"; exit 1; }
-echo "PASS: host1 went on alone at world size 1 and reached accuracy $accuracy"
+echo "PASS: host$survivor went on alone at world size 1 and reached accuracy $accuracy"

@@ -51,23 +51,26 @@ JobStore::JobStore(const Plan& plan) : plan_(plan) {
   // LibTorch 1.x's own server stops for everyone while one client's request
   // is half-arrived; 2.x's serves each client on its own.
   constexpr bool kOwnServer = TORCH_VERSION_MAJOR < 2;
+  const bool hosting = hosts(plan);
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(plan.master_port);
-  options.isServer = plan.node_rank == 0 && !kOwnServer;
+  options.isServer = hosting && !kOwnServer;
   options.waitWorkers = false;
   options.timeout = std::chrono::seconds(plan.join_timeout_seconds);
   try {
-    if (plan.node_rank == 0 && kOwnServer)
-      server_ = std::make_unique<StoreServer>(plan.master_port);
+    if (hosting && kOwnServer) server_ = std::make_unique<StoreServer>(plan.master_port);
     store_ = c10::make_intrusive<c10d::TCPStore>(plan.master_addr, options);
   } catch (const std::exception& e) {
     throw std::runtime_error(
-        (plan.node_rank == 0 ? "cannot host the job's store on port "
-                             : "cannot reach the job's store (node 0's launcher) at ") +
-        (plan.node_rank == 0 ? "" : plan.master_addr + ":") + std::to_string(plan.master_port) +
+        (hosting ? "cannot host the job's store on port " + std::to_string(plan.master_port)
+                 : "cannot reach the job's store (" +
+                       std::string(plan.external_store ? "engine-store" : "node 0's launcher") +
+                       ") at " + plan.master_addr + ":" + std::to_string(plan.master_port)) +
         " within " + std::to_string(plan.join_timeout_seconds) + " s: " + e.what());
   }
 }
+
+bool JobStore::hosts(const Plan& plan) { return plan.node_rank == 0 && !plan.external_store; }
 
 std::string JobStore::key(int attempt, const std::string& name) const {
   return "engine-launch/attempt_" + std::to_string(attempt) + "/" + name;
@@ -87,23 +90,15 @@ std::vector<int> JobStore::join(int attempt) {
   const int64_t joined = store_->add(key(attempt, "joined"), 1);
   if (joined == plan_.min_nodes) store_->set(key(attempt, "enough_joined"), bytes("1"));
   if (joined == plan_.nnodes) store_->set(key(attempt, "all_joined"), bytes("1"));
-  const std::string nodes = key(attempt, "nodes");
-  if (plan_.node_rank == 0) {
-    std::string list;
-    for (const int node : start(attempt)) list += std::to_string(node) + " ";
-    store_->set(nodes, bytes(list));
-  }
-  try {
-    store_->wait({nodes}, std::chrono::seconds(plan_.join_timeout_seconds) +
-                              millis(plan_.last_call_seconds));
-  } catch (const std::exception&) {
-    throw std::runtime_error("attempt " + std::to_string(attempt) + ": node 0 did not start it (" +
-                             nodes_missing(attempt) + ")");
-  }
+  // Every node decides when the attempt starts, and the first list written
+  // is the attempt's: no node's loss, node 0's included, stops the others.
+  std::string list;
+  for (const int node : start(attempt)) list += std::to_string(node) + " ";
+  const std::string nodes = text(store_->compareSet(key(attempt, "nodes"), {}, bytes(list)));
   attempt_ = attempt;
   beats_.clear();
   members_.clear();
-  std::istringstream in(text(store_->get(nodes)));
+  std::istringstream in(nodes);
   for (int node; in >> node;) members_.push_back(node);
   if (std::find(members_.begin(), members_.end(), plan_.node_rank) == members_.end()) {
     throw std::runtime_error("node " + std::to_string(plan_.node_rank) + " joined attempt " +
@@ -154,11 +149,12 @@ std::string JobStore::nodes_missing(int attempt) const {
 
 void JobStore::keep_alive(int attempt) {
   store_->add(key(attempt, "beats_" + std::to_string(plan_.node_rank)), 1);
-  if (plan_.node_rank != 0) return;
   const auto now = std::chrono::steady_clock::now();
   const auto timeout = millis(plan_.heartbeat_timeout_seconds);
+  // The first node watches every other; they watch it.
+  const int first = members_.front();
   for (const int node : members_) {
-    if (node == plan_.node_rank) continue;
+    if (node == plan_.node_rank || (plan_.node_rank != first && node != first)) continue;
     const int64_t count = store_->add(key(attempt, "beats_" + std::to_string(node)), 0);
     const auto seen = beats_.find(node);
     if (seen == beats_.end() || seen->second.first != count) {
@@ -219,7 +215,7 @@ void JobStore::leave() {
   if (store_->add(key(attempt_, "left"), 1) == leaving) {
     store_->set(key(attempt_, "all_left"), bytes("1"));
   }
-  if (plan_.node_rank != 0) return;
+  if (!hosts(plan_)) return;
   try {
     store_->wait({key(attempt_, "all_left")}, kLeaveTimeout);
   } catch (const std::exception&) {

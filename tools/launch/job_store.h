@@ -21,37 +21,41 @@ struct Failure {
   bool silent = false;       // its launcher's heartbeats stopped (status 1)
 };
 
-// What the launchers of a job's nodes agree on, through the c10d TCPStore
-// that node 0's launcher hosts at MASTER_ADDR:MASTER_PORT (torchrun's agent
-// store; the ranks of attempt k join it under "/worker/attempt_k"; built
-// against LibTorch 1.x, its server is StoreServer, which a node cut off
-// mid-request cannot stop): that
-// every node runs the same attempt, and how each attempt ended. So a job
-// restarts at most --max-restarts times however many nodes see a failure.
+// What the launchers of a job's nodes agree on, through a c10d TCPStore at
+// MASTER_ADDR:MASTER_PORT (torchrun's agent store; the ranks of attempt k
+// join it under "/worker/attempt_k"): that every node runs the same
+// attempt, and how each attempt ended. So a job restarts at most
+// --max-restarts times however many nodes see a failure. Node 0's launcher
+// hosts the store, or with --store external engine-store does (store_main.cc),
+// and then the job can lose node 0 like any other: no decision waits for a
+// particular node. Built against LibTorch 1.x, the server is StoreServer,
+// which a node cut off mid-request cannot stop.
 // Every call but failure() blocks; each throws std::runtime_error when the
 // store cannot be reached or a wait outlives its bound.
 class JobStore {
  public:
-  // Node 0 hosts the store; the others connect to it, retrying for up to
-  // plan.join_timeout_seconds (the launchers may start in any order).
+  // Node 0 hosts the store unless it is external; the others connect to
+  // it, retrying for up to plan.join_timeout_seconds (the launchers and
+  // engine-store may start in any order).
   explicit JobStore(const Plan& plan);
 
   // The LibTorch whose store protocol this launcher speaks, "MAJOR.MINOR".
   static std::string libtorch_version();
 
-  // Joins `attempt` and returns the nodes that run it, in order. Node 0
-  // starts it once every node joined, or once plan.min_nodes did and the
-  // others have not within plan.last_call_seconds; the others wait for that
-  // (each wait at most plan.join_timeout_seconds, then an error naming the
-  // nodes that did not come). A node that joins an attempt started without
-  // it, or one its node already joined (a launcher started again: so a node
-  // cannot escape --max-restarts by leaving and coming back), is refused.
+  // Joins `attempt` and returns the nodes that run it, in order. It starts
+  // once every node joined, or once plan.min_nodes did and the others have
+  // not within plan.last_call_seconds (the wait for min_nodes at most
+  // plan.join_timeout_seconds, then an error naming the nodes that did not
+  // come); each node decides so, and the first list written holds. A node that joins an attempt
+  // started without it, or one its node already joined (a launcher started again: so a node cannot
+  // escape --max-restarts by leaving and coming back), is refused.
   std::vector<int> join(int attempt);
 
   // Every launcher calls it each monitor interval while `attempt` runs:
-  // says this launcher is alive, and on node 0 reports a node whose beats
-  // stopped for plan.heartbeat_timeout_seconds as its failure (silent; the
-  // attempt's first unless another came before). Returns at once.
+  // says this launcher is alive, and reports a node whose beats stopped for
+  // plan.heartbeat_timeout_seconds as its failure (silent; the attempt's
+  // first unless another came before). The attempt's first node watches
+  // every other, and they watch it. Returns at once.
   void keep_alive(int attempt);
 
   // The failure that ended `attempt`, if one was reported; returns at once.
@@ -63,13 +67,13 @@ class JobStore {
 
   // Reports that this node's ranks succeeded, then waits until those of
   // every node of the attempt did (nullopt) or one failed (its failure),
-  // beating meanwhile (and on node 0 watching the others' beats, so that the
-  // wait ends when a node is lost).
+  // beating and watching beats meanwhile (so that the wait ends when a node
+  // is lost).
   std::optional<Failure> report_success(int attempt);
 
-  // Before the launcher exits after its last attempt: node 0, whose store
-  // the others use, waits (at most a minute) until every node of that
-  // attempt has left.
+  // Before the launcher exits after its last attempt: node 0, when it hosts
+  // the store the others use, waits (at most a minute) until every node of
+  // that attempt has left.
   void leave();
 
   // What else the launchers share during `attempt` (job_watch.h): a value
@@ -82,8 +86,10 @@ class JobStore {
   const std::vector<int>& members() const { return members_; }
 
  private:
+  // Whether this launcher hosts the store: node 0's, unless it is external.
+  static bool hosts(const Plan& plan);
   std::string key(int attempt, const std::string& name) const;
-  // Node 0: which nodes run `attempt`, once enough joined.
+  // Which nodes run `attempt`, once enough joined.
   std::vector<int> start(int attempt);
   std::vector<int> joined_nodes(int attempt) const;
   std::string nodes_missing(int attempt) const;
@@ -92,9 +98,9 @@ class JobStore {
   const Plan& plan_;
   int attempt_ = 0;
   std::vector<int> members_;
-  // Node 0: each other node's last beat count, and when it changed.
+  // The nodes this one watches: each one's last beat count, and when it changed.
   std::map<int, std::pair<int64_t, std::chrono::steady_clock::time_point>> beats_;
-  // Node 0 under LibTorch 1.x; outlives store_, its own client.
+  // The host's under LibTorch 1.x; outlives store_, its own client.
   std::unique_ptr<StoreServer> server_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
 };

@@ -9,7 +9,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long node 0 waits for the other nodes' records.
+// How long the deciding node waits for the other nodes' records.
 constexpr auto kRecordsWait = std::chrono::seconds(20);
 
 std::string progress_key(int node) { return "watch_progress_" + std::to_string(node); }
@@ -36,8 +36,10 @@ JobWatch::JobWatch(JobStore& store, Watchdog& watchdog, const Plan& plan)
       last_change_(Clock::now()) {}
 
 std::optional<std::string> JobWatch::check() {
-  if (node_ == 0) return decide();
-  // Once the records are sent, node 0 may end the job and its store with it.
+  const int decider = store_.members().front();
+  if (node_ == decider) return decide();
+  // Once the records are sent, the decider may end the job, and the store
+  // that its node hosts with it.
   if (sent_) return std::nullopt;
   store_.set(attempt_, progress_key(node_), watchdog_.summary());
   if (!store_.get(attempt_, kStallKey)) return std::nullopt;
@@ -47,8 +49,8 @@ std::optional<std::string> JobWatch::check() {
     ranks += std::to_string(rank) + " ";
   }
   store_.set(attempt_, records_key(node_), ranks);
-  std::fprintf(stderr, "%s: node 0 found the job stalled; sent it this node's flight records\n",
-               watchdog_.tool().c_str());
+  std::fprintf(stderr, "%s: node %d found the job stalled; sent it this node's flight records\n",
+               watchdog_.tool().c_str(), decider);
   sent_ = true;
   return std::nullopt;
 }

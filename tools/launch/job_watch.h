@@ -14,8 +14,9 @@ namespace launch {
 // engine-launch --stall-timeout over several nodes: the job has stalled
 // when, for that long, no rank of any node started or ended a call while
 // one was in a call. Each node's launcher publishes its ranks' progress
-// (Watchdog::summary) in the job's store every monitor interval; node 0's
-// decides. On a stall it asks every node for its ranks' flight records
+// (Watchdog::summary) in the job's store every monitor interval; the
+// attempt's first node's (node 0's unless it was lost) decides. On a stall
+// it asks every node for its ranks' flight records
 // through the store, prints one diagnosis of every rank of the job, and
 // ends the attempt (status 124, which --max-restarts restarts); the other
 // nodes stop as on any failure.
@@ -24,9 +25,10 @@ class JobWatch {
   // `watchdog` watches this node's ranks; both must outlive this.
   JobWatch(JobStore& store, Watchdog& watchdog, const Plan& plan);
 
-  // Called every monitor interval during the attempt. On node 0: the text
-  // of the stall once it happened, its diagnosis printed. Elsewhere always
-  // nullopt; the node's records go to node 0 once it declared the stall.
+  // Called every monitor interval during the attempt. On the deciding node:
+  // the text of the stall once it happened, its diagnosis printed.
+  // Elsewhere always nullopt; the node's records go to the decider once it
+  // declared the stall.
   std::optional<std::string> check();
 
  private:

@@ -14,7 +14,8 @@ namespace {
 
 const char* kUsage =
     "usage: engine-launch [--nproc-per-node N] [--nnodes N|MIN:MAX] [--node-rank R]\n"
-    "                     [--master-addr HOST] [--master-port PORT] [--grace-seconds S]\n"
+    "                     [--master-addr HOST] [--master-port PORT] [--store node0|external]\n"
+    "                     [--grace-seconds S]\n"
     "                     [--max-restarts N] [--join-timeout S] [--last-call S]\n"
     "                     [--monitor-interval S] [--heartbeat-timeout S] [--stall-timeout S]\n"
     "                     [--] PROGRAM [ARGS...]";
@@ -56,6 +57,17 @@ void parse_nodes(const std::string& value, Plan& plan) {
   }
 }
 
+// --store node0 or external.
+bool store_is_external(const std::string& value) {
+  if (value != "node0" && value != "external") {
+    throw std::invalid_argument("--store " + value +
+                                ": expected node0 (node 0's launcher hosts the job's store) or "
+                                "external (engine-store hosts it)\n" +
+                                kUsage);
+  }
+  return value == "external";
+}
+
 }  // namespace
 
 Plan parse_plan(const std::vector<std::string>& args) {
@@ -79,6 +91,8 @@ Plan parse_plan(const std::vector<std::string>& args) {
       plan.master_addr = value;
     else if (flag == "--master-port")
       plan.master_port = number_in(flag, value, 1, 65535);
+    else if (flag == "--store")
+      plan.external_store = store_is_external(value);
     else if (flag == "--grace-seconds")
       plan.grace_seconds = number_in(flag, value, 0, 3600);
     else if (flag == "--max-restarts")
@@ -108,6 +122,10 @@ Plan parse_plan(const std::vector<std::string>& args) {
   if (plan.nnodes > 1 && plan.master_port == 0) {
     throw std::invalid_argument(
         "--master-port is needed with --nnodes > 1: every node must use the same one");
+  }
+  if (plan.external_store && plan.master_port == 0) {
+    throw std::invalid_argument(
+        "--master-port is needed with --store external: the port engine-store listens on");
   }
   return plan;
 }

@@ -10,9 +10,9 @@ namespace launch {
 struct Plan {
   int nproc_per_node = 1;
   // --nnodes N or MIN:MAX: the job's nodes, and the fewest an attempt may
-  // run on (N alone: all of them). With fewer than MAX, node 0's launcher
-  // starts an attempt once MIN nodes joined and the others have not within
-  // --last-call seconds; a job that loses a node goes on with the others.
+  // run on (N alone: all of them). With fewer than MAX, an attempt starts
+  // once MIN nodes joined and the others have not within --last-call
+  // seconds; a job that loses a node goes on with the others.
   int nnodes = 1;
   int min_nodes = 1;
   double last_call_seconds = 30;
@@ -23,7 +23,11 @@ struct Plan {
   int attempt_nodes = 1;
   int attempt_node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;    // 0: pick a free port (one node only)
+  int master_port = 0;  // 0: pick a free port (one node only)
+  // --store external: engine-store hosts the job's store at
+  // MASTER_ADDR:MASTER_PORT, so the job can lose any node, node 0 included;
+  // otherwise (--store node0) node 0's launcher hosts it.
+  bool external_store = false;
   int grace_seconds = 5;  // SIGTERM, then SIGKILL after this long
   // torchrun's --max-restarts: a failed job starts again this many times.
   int max_restarts = 0;
@@ -33,8 +37,9 @@ struct Plan {
   int join_timeout_seconds = 600;
   double monitor_interval_seconds = 0.1;
   // With --nnodes > 1: every launcher beats through the store each monitor
-  // interval, and node 0's counts a node whose beats stopped this long as
-  // lost (its failure ends the attempt).
+  // interval; the attempt's first node counts another whose beats stopped
+  // this long as lost (its failure ends the attempt), and the others watch
+  // the first node's beats the same way.
   double heartbeat_timeout_seconds = 30;
   // --stall-timeout: the watchdog's (watchdog.h); 0: no watchdog.
   double stall_timeout_seconds = 0;
@@ -55,9 +60,8 @@ Plan parse_plan(const std::vector<std::string>& args);
 
 // torchrun's variables for local rank `local_rank` of this node, with
 // TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS and
-// TORCHELASTIC_USE_AGENT_STORE=True: the ranks join the store that node 0's
-// launcher hosts at MASTER_ADDR:MASTER_PORT, under the attempt's prefix;
-// with a watch folder, DIST_ENGINE_WATCH_DIR; with a snapshot folder,
+// TORCHELASTIC_USE_AGENT_STORE=True: the ranks join the job's store at MASTER_ADDR:MASTER_PORT,
+// under the attempt's prefix; with a watch folder, DIST_ENGINE_WATCH_DIR; with a snapshot folder,
 // DIST_ENGINE_SNAPSHOT_DIR; with the store's LibTorch,
 // DIST_ENGINE_STORE_LIBTORCH.
 std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank);

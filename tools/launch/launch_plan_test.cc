@@ -75,6 +75,17 @@ TEST(ParsePlan, HowTheNodesWaitForEachOther) {
   EXPECT_DOUBLE_EQ(plan.monitor_interval_seconds, 0.5);
 }
 
+TEST(ParsePlan, WhoHostsTheJobsStore) {
+  EXPECT_FALSE(parse_plan({"train"}).external_store);
+  EXPECT_FALSE(parse_plan({"--store", "node0", "train"}).external_store);
+  EXPECT_TRUE(
+      parse_plan({"--store", "external", "--master-port", "29500", "train"}).external_store);
+  EXPECT_THROW(parse_plan({"--store", "etcd", "--master-port", "1", "train"}),
+               std::invalid_argument);
+  // engine-store's port is not one a launcher can pick.
+  EXPECT_THROW(parse_plan({"--store", "external", "train"}), std::invalid_argument);
+}
+
 TEST(ParsePlan, RefusesWhatCannotWork) {
   EXPECT_THROW(parse_plan({"--nproc-per-node", "0", "train"}), std::invalid_argument);
   EXPECT_THROW(parse_plan({"--node-rank", "2", "--nnodes", "2", "--master-port", "1", "train"}),

@@ -384,7 +384,7 @@ int supervise_with_restarts(Plan plan) {
           if (!failure) return std::nullopt;
           return Stop{failure->status, describe(*failure), /*peer=*/true};
         } catch (const std::exception& error) {
-          // Node 0's launcher is gone: stop this node's ranks, then fail below.
+          // The job's store is gone: stop this node's ranks, then fail below.
           return Stop{kLostStoreStatus, std::string("lost the job's store: ") + error.what(),
                       /*peer=*/true};
         }

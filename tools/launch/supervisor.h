@@ -41,18 +41,16 @@ Outcome supervise(const Plan& plan, const Checks* checks = nullptr);
 
 // supervise, again after a failure while plan.max_restarts allow, each
 // attempt with its TORCHELASTIC_RESTART_COUNT. The launchers agree on each
-// attempt through the store that node 0's launcher hosts (job_store.h; the
-// port is picked on one node unless given), whose keys the ranks of attempt
-// k see under their own prefix; a failure on any node stops and restarts
-// every node's ranks, once for all of them. The store listens before any
-// rank starts, so no rank waits out c10d's one-second retry for a store
-// that is not up yet. Every attempt's ranks on a node share one snapshot
-// folder in memory (DIST_ENGINE_SNAPSHOT_DIR, engine/snapshot/snapshots.h),
-// removed when the job ends. A job stopped by a signal to a launcher is not
-// restarted. With plan.stall_timeout_seconds, each attempt's ranks are
-// watched (watchdog.h), and a stall is a failure with status 124 (as
-// timeout(1) exits). Returns the last attempt's status (with several nodes,
-// the status of the rank that failed first).
+// attempt through the job's store, which node 0's launcher hosts unless
+// engine-store does (job_store.h; the port is picked on one node unless given), whose keys the
+// ranks of attempt k see under their own prefix; a failure on any node stops and restarts every
+// node's ranks, once for all of them. The store listens before any rank starts, so no rank waits
+// out c10d's one-second retry for a store that is not up yet. Every attempt's ranks on a node share
+// one snapshot folder in memory (DIST_ENGINE_SNAPSHOT_DIR, engine/snapshot/snapshots.h), removed
+// when the job ends. A job stopped by a signal to a launcher is not restarted. With
+// plan.stall_timeout_seconds, each attempt's ranks are watched (watchdog.h), and a stall is a
+// failure with status 124 (as timeout(1) exits). Returns the last attempt's status (with several
+// nodes, the status of the rank that failed first).
 int supervise_with_restarts(Plan plan);
 
 }  // namespace launch

@@ -1,0 +1,55 @@
+// engine-store: hosts a job's store apart from its launchers, for
+// engine-launch --store external, so that the job can lose any node, node 0
+// included (as torchrun's c10d rendezvous cannot; etcd is its answer).
+//   engine-store --port PORT
+// It serves what engine-launch's node 0 would (job_store.h: LibTorch 1.x's
+// protocol through StoreServer, or 2.x's own server) on every interface
+// until SIGINT or SIGTERM, then exits 0. Run it where it outlives the nodes
+// (a login node, say) and give every launcher --master-addr its host and
+// --master-port PORT.
+#include <signal.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tools/launch/job_store.h"
+#include "tools/launch/launch_plan.h"
+
+namespace {
+
+int port_from(const std::vector<std::string>& args) {
+  if (args.size() == 2 && args[0] == "--port") {
+    try {
+      size_t used = 0;
+      const int port = std::stoi(args[1], &used);
+      if (used == args[1].size() && port > 0 && port <= 65535) return port;
+    } catch (const std::exception&) {
+    }
+  }
+  throw std::invalid_argument("usage: engine-store --port PORT (1-65535)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    launch::Plan plan;
+    plan.master_port = port_from(std::vector<std::string>(argv + 1, argv + argc));
+    // Signals wait for sigwait, in every thread the store starts.
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    const launch::JobStore store(plan);
+    std::fprintf(stderr, "engine-store: serving the job's store on port %d\n", plan.master_port);
+    int signal_number = 0;
+    sigwait(&stop, &signal_number);
+    return 0;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "engine-store: %s\n", error.what());
+    return 2;
+  }
+}
