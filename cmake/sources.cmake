@@ -373,6 +373,7 @@ set(DIST_ENGINE_SIM_SOURCES
     sim/schedule.h
     sim/sim_backend.cc
     sim/sim_backend.h
+    sim/turns.h
     sim/virtual_clock.h
     sim/world.cc
     sim/world.h

@@ -15,13 +15,12 @@ WorldState::WorldState(int size, WorldOptions options)
     : size_(size),
       options_(std::move(options)),
       ranks_(size),
-      clock_(options_.virtual_time || options_.deterministic) {
-  if (options_.deterministic) schedule_ = std::make_unique<Schedule>(options_.seed, size);
-}
+      clock_(options_.virtual_time || options_.deterministic),
+      turns_(options_.deterministic, options_.seed, size) {}
 
 std::vector<std::string> WorldState::trace() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return schedule_ ? schedule_->trace() : std::vector<std::string>{};
+  return turns_.trace();
 }
 
 void WorldState::pass_turn(int yielding) {
@@ -34,28 +33,28 @@ void WorldState::pass_turn(int yielding) {
       }
     }
     if (!runnable.empty()) {
-      turn_ = schedule_->pick(runnable, yielding);
+      turns_.give(runnable, yielding);
       notify();
       return;
     }
     // Nobody can run: let time pass, else the waits cannot match up.
     if (!advance_clock_if_idle() && everyone_stuck()) declare_deadlock();
   }
-  turn_ = -1;  // every rank has finished
+  turns_.give_up();  // every rank has finished
 }
 
 void WorldState::yield_turn(std::unique_lock<std::mutex>& lock, int rank,
                             const std::string& event) {
-  if (!schedule_ || ranks_[rank].status == Status::kFailed) return;
-  schedule_->record("rank " + std::to_string(rank) + " " + event);
+  if (!turns_.enabled() || ranks_[rank].status == Status::kFailed) return;
+  turns_.record(rank, event);
   pass_turn(rank);
   await_turn(lock, rank);
 }
 
 void WorldState::await_turn(std::unique_lock<std::mutex>& lock, int rank) {
   const auto give_up = std::chrono::steady_clock::now() + 2 * options_.timeout;
-  while (turn_ != rank) {
-    if (cv_.wait_until(lock, give_up) == std::cv_status::timeout && turn_ != rank) {
+  while (!turns_.held_by(rank)) {
+    if (cv_.wait_until(lock, give_up) == std::cv_status::timeout && !turns_.held_by(rank)) {
       throw engine::dist::Timeout(on_rank(
           rank, "the deterministic scheduler gave rank " + std::to_string(rank) +
                     " no turn for twice the timeout (a simulator bug; please report it)" + tag()));
@@ -247,7 +246,7 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
   const auto timeout = std::min(w.timeout, options_.timeout);
   Deadline deadline = start_deadline(me, timeout);
   if (everyone_stuck()) declare_deadlock();
-  if (!schedule_ && yield_until_change(lock, w)) return;
+  if (!turns_.enabled() && yield_until_change(lock, w)) return;
   while (!w.ready()) {
     // A timeout shared by the waiters wins over the failure it causes: a
     // waiter that timed out first may already have ended its rank.
@@ -275,7 +274,7 @@ void WorldState::wait(std::unique_lock<std::mutex>& lock, const Wait& w) {
       notify();
       fail_wait(w, std::make_exception_ptr(engine::dist::Timeout(on_rank(w.rank, message))));
     }
-    if (schedule_) {
+    if (turns_.enabled()) {
       yield_turn(lock, w.rank, "waits");
       continue;
     }
@@ -304,15 +303,15 @@ void WorldState::rank_exited(int rank) {
 }
 
 void WorldState::rank_started(int rank) {
-  if (!schedule_) return;
+  if (!turns_.enabled()) return;
   std::unique_lock<std::mutex> lock(mutex_);
-  if (turn_ < 0) pass_turn(-1);
+  if (turns_.unheld()) pass_turn(-1);
   await_turn(lock, rank);
 }
 
 void WorldState::end_turn(int rank, const char* event) {
-  if (!schedule_ || turn_ != rank) return;
-  schedule_->record("rank " + std::to_string(rank) + " " + event);
+  if (!turns_.enabled() || !turns_.held_by(rank)) return;
+  turns_.record(rank, event);
   pass_turn(rank);
 }
 
@@ -344,7 +343,7 @@ void WorldState::hold(std::unique_lock<std::mutex>& lock, int rank, const Fault&
     lock.lock();
   }
   while (held_back(rank)) {
-    if (schedule_) {
+    if (turns_.enabled()) {
       yield_turn(lock, rank, "is held");
       continue;
     }
@@ -359,7 +358,7 @@ void WorldState::hold(std::unique_lock<std::mutex>& lock, int rank, const Fault&
 std::optional<uint64_t> WorldState::before_call(int rank, const char* kind) {
   // Without faults or a schedule there is nothing to count or decide: the
   // common case takes no lock.
-  if (options_.faults.empty() && !schedule_) return std::nullopt;
+  if (options_.faults.empty() && !turns_.enabled()) return std::nullopt;
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t call = ++ranks_[rank].calls;
   yield_turn(lock, rank, "call #" + std::to_string(call) + " " + kind);

@@ -16,7 +16,7 @@
 
 #include "engine/dist/errors.h"
 #include "sim/call_record.h"
-#include "sim/schedule.h"
+#include "sim/turns.h"
 #include "sim/virtual_clock.h"
 #include "sim/world.h"
 
@@ -191,8 +191,7 @@ class WorldState {
   int failed_rank_ = -1;
   uint64_t deadlock_epoch_ = 0;
   VirtualClock clock_;
-  std::unique_ptr<Schedule> schedule_;  // deterministic runs only
-  int turn_ = -1;                       // the rank that may run (deterministic runs)
+  Turns turns_;
   std::string deadlock_message_;
   std::map<std::string, std::shared_ptr<GroupState>> groups_;
 };
