@@ -13,7 +13,8 @@
 # shard host2 wrote comes from the copy host1's folder holds.
 # With LOST_HOST=1 node 0 is the one lost: engine-store hosts the job's store
 # on a third host (--store external), host1's cable is pulled, and host2
-# goes on alone.
+# goes on alone the same ways (under FULL_SHARD, with the copy of host1's
+# shard that host2's folder holds).
 #   [LOST_HOST=1|2] [SNAPSHOT_INTERVAL=N] [SHARDING=FULL_SHARD]
 #   lose_host_test.sh TRAIN CONFIG ENGINE_LAUNCH [ENGINE_STORE]
 set -euo pipefail
