@@ -62,11 +62,12 @@ JobStore::JobStore(const Plan& plan) : plan_(plan) {
     store_ = c10::make_intrusive<c10d::TCPStore>(plan.master_addr, options);
   } catch (const std::exception& e) {
     throw std::runtime_error(
-        (hosting ? "cannot host the job's store on port " + std::to_string(plan.master_port)
-                 : "cannot reach the job's store (" +
-                       std::string(plan.external_store ? "engine-store" : "node 0's launcher") +
-                       ") at " + plan.master_addr + ":" + std::to_string(plan.master_port)) +
-        " within " + std::to_string(plan.join_timeout_seconds) + " s: " + e.what());
+        hosting ? "cannot host the job's store on port " + std::to_string(plan.master_port) + ": " +
+                      e.what()
+                : "cannot reach the job's store (" +
+                      std::string(plan.external_store ? "engine-store" : "node 0's launcher") +
+                      ") at " + plan.master_addr + ":" + std::to_string(plan.master_port) +
+                      " within " + std::to_string(plan.join_timeout_seconds) + " s: " + e.what());
   }
 }
 

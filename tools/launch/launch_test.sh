@@ -2,10 +2,12 @@
 # engine-launch end to end: the environment; every way a rank can end (exit
 # codes, each fatal signal, closing its output early) and what that does to
 # the job's status and to the other ranks; a rank that ignores SIGTERM; the
-# processes a rank leaves running; a signal to the launcher. Every launch is bounded by `timeout`.
+# processes a rank leaves running; a signal to the launcher; engine-store's
+# refusals. Every launch is bounded by `timeout`.
 set -uo pipefail
 launcher=$1
 fake=$2
+store=$3
 out=$(mktemp)
 export TEST_TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}
 checks=0
@@ -309,6 +311,36 @@ expect_line "cut off mid-request" "^\[rank 0\] rank=0 local=0 world=1 "
 # Bad arguments are refused with usage.
 launch "bad arguments" 2 --nproc-per-node zero "$fake" ok
 expect_line "bad arguments" "usage: engine-launch"
+
+# --store external with no engine-store listening: an error that names it
+# once the join timeout is spent. engine-store refuses a bad port, and a
+# port another one holds.
+checks=$((checks + 3))
+timeout 60 unshare -n bash -c '
+  ip link set lo up
+  launcher=$1 fake=$2 store=$3 out=$4
+  "$launcher" --store external --master-port 29500 --join-timeout 1 "$fake" ok >"$out" 2>&1
+  echo $? >"$out.status"
+  "$store" --port 0 >"$out.bad" 2>&1
+  echo $? >>"$out.status"
+  "$store" --port 29500 2>/dev/null &
+  holder=$!
+  for _ in $(seq 1200); do
+    exec 3<>/dev/tcp/127.0.0.1/29500 && break
+    sleep 0.05
+  done 2>/dev/null
+  exec 3>&-
+  "$store" --port 29500 >"$out.busy" 2>&1
+  echo $? >>"$out.status"
+  kill -TERM $holder
+  wait $holder
+  echo $? >>"$out.status"' _ "$launcher" "$fake" "$store" "$out"
+[ "$(tr '\n' ' ' <"$out.status")" = "2 2 2 0 " ] ||
+  fail "engine-store: exit statuses $(tr '\n' ' ' <"$out.status"), expected 2 2 2 0"
+expect_line "no engine-store" "cannot reach the job's store (engine-store) at 127.0.0.1:29500 within 1 s"
+grep -q "usage: engine-store --port PORT" "$out.bad" || fail "engine-store --port 0: no usage"
+grep -q "cannot host the job's store on port 29500" "$out.busy" ||
+  fail "engine-store on a busy port: no error naming it"
 
 rm -f "$out" "$out".*
 echo "engine-launch: $checks launches, $failures failures"
