@@ -148,6 +148,16 @@ std::map<std::string, std::string> rank_environment(const Plan& plan, int local_
   return env;
 }
 
+std::optional<int> port_number(const std::string& text) {
+  try {
+    size_t used = 0;
+    const int port = std::stoi(text, &used);
+    if (used == text.size() && port > 0 && port <= 65535) return port;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 int free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("engine-launch: cannot open a socket to pick a port");

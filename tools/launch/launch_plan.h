@@ -1,6 +1,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,9 @@ Plan parse_plan(const std::vector<std::string>& args);
 // DIST_ENGINE_SNAPSHOT_DIR; with the store's LibTorch,
 // DIST_ENGINE_STORE_LIBTORCH.
 std::map<std::string, std::string> rank_environment(const Plan& plan, int local_rank);
+
+// `text` as a TCP port number (1-65535), or nullopt when it is not one.
+std::optional<int> port_number(const std::string& text);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick).
 int free_port();

@@ -99,6 +99,13 @@ TEST(ParsePlan, RefusesWhatCannotWork) {
   EXPECT_THROW(parse_plan({"--join-timeout", "0", "train"}), std::invalid_argument);
 }
 
+TEST(PortNumber, OnlyWholeNumbersInRange) {
+  EXPECT_EQ(port_number("29500"), 29500);
+  EXPECT_EQ(port_number("65535"), 65535);
+  for (const char* bad : {"", "0", "65536", "-1", "29500x", "x"})
+    EXPECT_EQ(port_number(bad), std::nullopt) << bad;
+}
+
 TEST(FreePort, IsAUsablePort) {
   const int port = free_port();
   EXPECT_GT(port, 0);

@@ -1,6 +1,7 @@
 #include "tools/launch/mpirun_job_watch.h"
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -14,19 +15,16 @@ constexpr const char* kCountedRanks = "mpirun_counted_ranks";
 
 Plan plan_of(const std::string& address, int rank) {
   const size_t colon = address.rfind(':');
-  Plan plan;
-  try {
-    size_t used = 0;
-    if (colon == std::string::npos || colon == 0) throw std::invalid_argument("no host");
-    plan.master_port = std::stoi(address.substr(colon + 1), &used);
-    if (used != address.size() - colon - 1 || plan.master_port <= 0 || plan.master_port > 65535)
-      throw std::invalid_argument("bad port");
-  } catch (const std::exception&) {
+  const std::optional<int> port = colon == std::string::npos || colon == 0
+                                      ? std::nullopt
+                                      : port_number(address.substr(colon + 1));
+  if (!port) {
     throw std::invalid_argument(
-        "--job-store needs HOST:PORT (global rank 0's host, a free port "
-        "there), got \"" +
-        address + "\"");
+        "--job-store needs HOST:PORT (global rank 0's host, a free port there), got \"" + address +
+        "\"");
   }
+  Plan plan;
+  plan.master_port = *port;
   plan.master_addr = address.substr(0, colon);
   // Only global rank 0's node hosts the store; the others' numbers come later.
   plan.node_rank = rank == 0 ? 0 : 1;

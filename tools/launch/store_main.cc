@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,15 +21,10 @@
 namespace {
 
 int port_from(const std::vector<std::string>& args) {
-  if (args.size() == 2 && args[0] == "--port") {
-    try {
-      size_t used = 0;
-      const int port = std::stoi(args[1], &used);
-      if (used == args[1].size() && port > 0 && port <= 65535) return port;
-    } catch (const std::exception&) {
-    }
-  }
-  throw std::invalid_argument("usage: engine-store --port PORT (1-65535)");
+  const std::optional<int> port =
+      args.size() == 2 && args[0] == "--port" ? launch::port_number(args[1]) : std::nullopt;
+  if (!port) throw std::invalid_argument("usage: engine-store --port PORT (1-65535)");
+  return *port;
 }
 
 }  // namespace
