@@ -462,6 +462,7 @@ set(DIST_ENGINE_UNIT_TEST_SOURCES
     engine/dist/backend_registry_test.cc
     engine/dist/backends/store/tcp_store_test.cc
     engine/dist/describe_test.cc
+    engine/dist/forwarding_backend_test.cc
     engine/dist/init_test.cc
     engine/dist/pickle_bounds_test.cc
     engine/dist/pickle_test.cc

@@ -14,27 +14,10 @@ namespace {
 
 }  // namespace
 
-WorkPtr Backend::all_reduce(at::Tensor&, ReduceOp) { unsupported(*this, "all_reduce"); }
-WorkPtr Backend::broadcast(at::Tensor&, int) { unsupported(*this, "broadcast"); }
-WorkPtr Backend::reduce(at::Tensor&, int, ReduceOp) { unsupported(*this, "reduce"); }
-WorkPtr Backend::all_gather(std::vector<at::Tensor>&, const at::Tensor&) {
-  unsupported(*this, "all_gather");
-}
-WorkPtr Backend::gather(std::vector<at::Tensor>&, const at::Tensor&, int) {
-  unsupported(*this, "gather");
-}
-WorkPtr Backend::scatter(at::Tensor&, const std::vector<at::Tensor>&, int) {
-  unsupported(*this, "scatter");
-}
-WorkPtr Backend::reduce_scatter(at::Tensor&, const std::vector<at::Tensor>&, ReduceOp) {
-  unsupported(*this, "reduce_scatter");
-}
-WorkPtr Backend::all_to_all(std::vector<at::Tensor>&, const std::vector<at::Tensor>&) {
-  unsupported(*this, "all_to_all");
-}
-WorkPtr Backend::barrier() { unsupported(*this, "barrier"); }
-WorkPtr Backend::send(const at::Tensor&, int, int) { unsupported(*this, "send"); }
-WorkPtr Backend::recv(at::Tensor&, int, int) { unsupported(*this, "recv"); }
+#define ENGINE_DIST_UNSUPPORTED_CALL(name, parameters, ...) \
+  WorkPtr Backend::name parameters { unsupported(*this, #name); }
+ENGINE_DIST_BACKEND_CALLS(ENGINE_DIST_UNSUPPORTED_CALL)
+#undef ENGINE_DIST_UNSUPPORTED_CALL
 
 WorkPtr Backend::all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) {
   std::vector<int64_t> sizes{size()};

@@ -6,6 +6,11 @@
 
 namespace engine::dist {
 
+const at::Tensor& no_tensor() {
+  static const at::Tensor none;
+  return none;
+}
+
 CallSignature CallSignature::of(const Call& call, uint64_t seq) {
   CallSignature out;
   out.kind = call.kind;

@@ -15,21 +15,23 @@ namespace engine::dist {
 // forwarding base hands it to the debug mode's checks and to the flight
 // recorder, which records it with global ranks for root and peer.
 struct Call {
-  // "all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter",
-  // "reduce_scatter", "all_to_all", "barrier", "send" or "recv" (and
-  // "new_group" where a wrapper describes split() the same way). Both forms
+  // The Backend method's name (backend.h's ENGINE_DIST_BACKEND_CALLS), or
+  // "new_group" where a wrapper describes split() the same way. Both forms
   // of all_gather and of reduce_scatter share a kind.
   const char* kind;
   // The tensor whose dtype and shape describe the call: the one reduced or
   // moved, the input of all_gather and gather, the output of scatter and
   // reduce_scatter, the first input of all_to_all; undefined for barrier
-  // and for an all_to_all without inputs.
+  // and for an all_to_all without inputs (no_tensor()).
   const at::Tensor* like;
   std::optional<ReduceOp> op;  // reductions only
   int root = -1;               // broadcast, reduce, gather, scatter: a group rank
   int peer = -1;               // send, recv: a group rank
   bool point_to_point() const { return peer >= 0; }
 };
+
+// An undefined tensor, for a Call that moves none.
+const at::Tensor& no_tensor();
 
 // What the ranks of a group must agree on for one call, held by value: the
 // simulator compares every rank's before any data moves, the debug mode

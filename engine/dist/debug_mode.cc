@@ -15,9 +15,10 @@
 namespace engine::dist {
 namespace {
 
-const std::array<const char*, 10> kKinds = {
-    "all_reduce", "broadcast",      "reduce",     "all_gather", "gather",
-    "scatter",    "reduce_scatter", "all_to_all", "barrier",    "new_group"};
+// Every kind a Call can have, as the fingerprint numbers it.
+#define ENGINE_DIST_KIND_OF(name, ...) #name,
+constexpr std::array kKinds = {ENGINE_DIST_BACKEND_CALLS(ENGINE_DIST_KIND_OF) "new_group"};
+#undef ENGINE_DIST_KIND_OF
 constexpr int kMaxDims = 6;
 
 int kind_index(const char* kind) {

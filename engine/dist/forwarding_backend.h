@@ -27,21 +27,10 @@ class ForwardingBackend : public Backend {
   }
   const Backend& transport() const override { return inner_->transport(); }
 
-  WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override;
-  WorkPtr broadcast(at::Tensor& tensor, int root) override;
-  WorkPtr reduce(at::Tensor& tensor, int root, ReduceOp op) override;
-  WorkPtr all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) override;
-  WorkPtr all_gather_into_tensor(at::Tensor& output, const at::Tensor& input) override;
-  WorkPtr gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) override;
-  WorkPtr scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int root) override;
-  WorkPtr reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
-                         ReduceOp op) override;
-  WorkPtr reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, ReduceOp op) override;
-  WorkPtr all_to_all(std::vector<at::Tensor>& outputs,
-                     const std::vector<at::Tensor>& inputs) override;
-  WorkPtr barrier() override;
-  WorkPtr send(const at::Tensor& tensor, int dst, int tag) override;
-  WorkPtr recv(at::Tensor& tensor, int src, int tag) override;
+#define ENGINE_DIST_OVERRIDE_CALL(name, parameters, ...) WorkPtr name parameters override;
+  ENGINE_DIST_BACKEND_CALLS(ENGINE_DIST_OVERRIDE_CALL)
+  ENGINE_DIST_BACKEND_CALL_FORMS(ENGINE_DIST_OVERRIDE_CALL)
+#undef ENGINE_DIST_OVERRIDE_CALL
 
  protected:
   // Runs `start`, which makes the call on inner, and returns its Work (or

@@ -70,8 +70,7 @@ class RecordingBackend : public ForwardingBackend {
 
   std::shared_ptr<Backend> split(const std::vector<int>& ranks) override {
     std::shared_ptr<Backend> part;
-    const at::Tensor none;
-    track(Call{"new_group", &none}, ++collective_seq_, [&] {
+    track(Call{"new_group", &no_tensor()}, ++collective_seq_, [&] {
       part = inner().split(ranks);
       return completed_work();
     })->wait();
