@@ -53,6 +53,12 @@ std::pair<int64_t, int64_t> value_range(const std::string& op, c10::ScalarType d
 
 }  // namespace
 
+const std::vector<std::string>& all_ops() {
+  static const std::vector<std::string> ops = {"sum", "mean", "product", "min",
+                                               "max", "band", "bor",     "bxor"};
+  return ops;
+}
+
 std::vector<c10::ScalarType> all_dtypes() {
   return {c10::kFloat, c10::kDouble, c10::kBFloat16, c10::kInt, c10::kLong, c10::kByte, c10::kBool};
 }
@@ -216,6 +222,12 @@ at::Tensor input_for(const TensorCase& c, int rank, int salt) {
   }
   const auto [low, high] = value_range(op, c.dtype);
   return at::randint(low, high, c.shape, generator, at::kLong).to(c.dtype);
+}
+
+std::vector<at::Tensor> inputs_of_every_rank(const TensorCase& c, int salt) {
+  std::vector<at::Tensor> inputs;
+  for (int r = 0; r < c.world_size; ++r) inputs.push_back(input_for(c, r, salt));
+  return inputs;
 }
 
 at::Tensor laid_out(const at::Tensor& values, bool contiguous) {

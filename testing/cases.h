@@ -41,6 +41,9 @@ int global_root(const TensorCase& c);  // the root's global rank
 // How RapidCheck prints a case (in a failure's counterexample).
 void showValue(const TensorCase& c, std::ostream& os);
 
+// Every reduce op the suites cover, by name.
+const std::vector<std::string>& all_ops();
+
 // Every dtype the suites cover, and those that `op` accepts on the suites'
 // backend (none for bxor on nccl, which lacks it).
 std::vector<c10::ScalarType> all_dtypes();
@@ -102,6 +105,9 @@ rc::Gen<TensorCase> tensor_case(const std::vector<std::string>& ops);
 // Rank `rank`'s input: values small enough for every reduction over 8 ranks
 // to be exact in every dtype (for example sums of integers in [-8, 8]).
 at::Tensor input_for(const TensorCase& c, int rank, int salt = 0);
+
+// Every rank's input_for(c, rank, salt), in world-rank order.
+std::vector<at::Tensor> inputs_of_every_rank(const TensorCase& c, int salt = 0);
 
 // `values` laid out as the case asks: contiguous, or a strided view; on the
 // harness's device (a GPU when the process suites run on nccl).

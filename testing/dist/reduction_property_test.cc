@@ -29,15 +29,6 @@ using cases::TensorCase;
 
 namespace {
 
-const std::vector<std::string> kOps = {"sum", "mean", "product", "min",
-                                       "max", "band", "bor",     "bxor"};
-
-std::vector<at::Tensor> inputs_of(const TensorCase& c, int salt = 0) {
-  std::vector<at::Tensor> inputs;
-  for (int r = 0; r < c.world_size; ++r) inputs.push_back(cases::input_for(c, r, salt));
-  return inputs;
-}
-
 // The inputs of the case's group, in group-rank order.
 std::vector<at::Tensor> of_members(const TensorCase& c, const std::vector<at::Tensor>& inputs) {
   std::vector<at::Tensor> out;
@@ -114,8 +105,8 @@ bool node_shared_turned_off() {
 }  // namespace
 
 HARNESS_PROP(AllReduce, EqualsSerialReferenceOnEveryRankInPlace, ()) {
-  const TensorCase c = *cases::tensor_case(kOps);
-  const auto inputs = inputs_of(c);
+  const TensorCase c = *cases::tensor_case(cases::all_ops());
+  const auto inputs = cases::inputs_of_every_rank(c);
   const auto results = run_in_place(
       c, inputs, [&](at::Tensor& t, int, const auto& group) { dist::all_reduce(t, c.op, group); });
   const at::Tensor expected = cases::reduce_reference(of_members(c, inputs), c.op);
@@ -126,8 +117,8 @@ HARNESS_PROP(AllReduce, EqualsSerialReferenceOnEveryRankInPlace, ()) {
 }
 
 HARNESS_PROP(AllReduce, AsyncFormEqualsBlockingForm, ()) {
-  const TensorCase c = *cases::tensor_case(kOps);
-  const auto inputs = inputs_of(c);
+  const TensorCase c = *cases::tensor_case(cases::all_ops());
+  const auto inputs = cases::inputs_of_every_rank(c);
   const auto results = run_in_place(c, inputs, [&](at::Tensor& t, int, const auto& group) {
     dist::WorkPtr work = dist::all_reduce_async(t, c.op, group);
     work->wait();
@@ -141,8 +132,8 @@ HARNESS_PROP(AllReduce, AsyncFormEqualsBlockingForm, ()) {
 }
 
 HARNESS_PROP(Reduce, RootGetsReferenceOthersUntouched, ()) {
-  const TensorCase c = *cases::tensor_case(kOps);
-  const auto inputs = inputs_of(c);
+  const TensorCase c = *cases::tensor_case(cases::all_ops());
+  const auto inputs = cases::inputs_of_every_rank(c);
   const int root = cases::global_root(c);
   const auto results = run_in_place(c, inputs, [&](at::Tensor& t, int, const auto& group) {
     dist::reduce(t, root, c.op, group);
@@ -155,10 +146,11 @@ HARNESS_PROP(Reduce, RootGetsReferenceOthersUntouched, ()) {
 }
 
 HARNESS_PROP(ReduceScatter, RankKGetsReferenceOfChunkK, ()) {
-  const TensorCase c = *cases::tensor_case(kOps);
+  const TensorCase c = *cases::tensor_case(cases::all_ops());
   // inputs[k][r]: rank r's contribution to group rank k's output.
   std::vector<std::vector<at::Tensor>> inputs;
-  for (int k = 0; k < group_size(c); ++k) inputs.push_back(inputs_of(c, /*salt=*/k + 1));
+  for (int k = 0; k < group_size(c); ++k)
+    inputs.push_back(cases::inputs_of_every_rank(c, /*salt=*/k + 1));
   const auto results =
       run_in_place(c, inputs[0], [&](at::Tensor& out, int rank, const auto& group) {
         std::vector<at::Tensor> mine;
@@ -172,9 +164,10 @@ HARNESS_PROP(ReduceScatter, RankKGetsReferenceOfChunkK, ()) {
 // The one-tensor form: rank r's input holds every rank's block end to end
 // (contiguous, or a strided view of the same values), and is left as it was.
 HARNESS_PROP(ReduceScatterTensor, RankKGetsReferenceOfBlockK, ()) {
-  const TensorCase c = *cases::tensor_case(kOps);
+  const TensorCase c = *cases::tensor_case(cases::all_ops());
   std::vector<std::vector<at::Tensor>> inputs;
-  for (int k = 0; k < group_size(c); ++k) inputs.push_back(inputs_of(c, /*salt=*/k + 1));
+  for (int k = 0; k < group_size(c); ++k)
+    inputs.push_back(cases::inputs_of_every_rank(c, /*salt=*/k + 1));
   std::vector<at::Tensor> stacked;  // rank r's blocks, [group size, shape...]
   for (int r = 0; r < c.world_size; ++r) {
     std::vector<at::Tensor> blocks;
@@ -487,10 +480,11 @@ TEST(AllReduce, NcclRefusesBitwiseOpsItLacksOnEveryRank) {
 // Buffers from zeros_node_shared: all_reduce through shared memory, several
 // rounds on one buffer (its counters carry over), against the reference.
 HARNESS_PROP(AllReduce, OnNodeSharedBuffersEqualsSerialReferenceEveryRound, ()) {
-  const TensorCase c = *cases::tensor_case(kOps);
+  const TensorCase c = *cases::tensor_case(cases::all_ops());
   constexpr int kRounds = 3;
   std::vector<std::vector<at::Tensor>> inputs;
-  for (int round = 0; round < kRounds; ++round) inputs.push_back(inputs_of(c, round));
+  for (int round = 0; round < kRounds; ++round)
+    inputs.push_back(cases::inputs_of_every_rank(c, round));
   const bool shareable = c.world_size > 1 && inputs[0][0].numel() > 0 && harness::device().is_cpu();
   const auto results = harness::collect_ranks<std::vector<at::Tensor>>(
       c.world_size,

@@ -29,8 +29,6 @@ using cases::TensorCase;
 
 namespace {
 
-const std::vector<std::string> kOps = {"sum", "mean", "product", "min",
-                                       "max", "band", "bor",     "bxor"};
 // {3001} and {70001} span the mpi all_reduce's exchange (a few KiB up to
 // 64 KiB received a rank) and libnbc's ring above it.
 const std::vector<std::vector<int64_t>> kShapes = {{}, {0}, {7}, {3, 5}, {3001}, {70001}};
@@ -64,12 +62,6 @@ std::string name_of(const TensorCase& c) {
   return c.op + " " + c10::toString(c.dtype) + " numel " +
          std::to_string(c10::multiply_integers(c.shape)) + (c.contiguous ? "" : " strided") +
          " root " + std::to_string(c.root);
-}
-
-std::vector<at::Tensor> all_inputs(const TensorCase& c, int salt = 0) {
-  std::vector<at::Tensor> inputs;
-  for (int r = 0; r < c.world_size; ++r) inputs.push_back(cases::input_for(c, r, salt));
-  return inputs;
 }
 
 }  // namespace
@@ -111,8 +103,8 @@ TEST(Process, InitDistSetsTheBackendAndTorchrunVariables) {
 
 TEST(Process, AllReduceAndReduceEqualTheSerialReference) {
   const int me = dist::get_rank();
-  for (const auto& c : grid(kOps)) {
-    const auto inputs = all_inputs(c);
+  for (const auto& c : grid(cases::all_ops())) {
+    const auto inputs = cases::inputs_of_every_rank(c);
     const at::Tensor expected = cases::reduce_reference(inputs, c.op);
     at::Tensor t = cases::laid_out(inputs[me], c.contiguous);
     const at::Tensor handle = t;
@@ -128,13 +120,14 @@ TEST(Process, AllReduceAndReduceEqualTheSerialReference) {
 
 TEST(Process, ReduceScatterGivesRankKTheReferenceOfChunkK) {
   const int me = dist::get_rank();
-  for (const auto& c : grid(kOps)) {
+  for (const auto& c : grid(cases::all_ops())) {
     std::vector<at::Tensor> mine;
     for (int k = 0; k < c.world_size; ++k)
       mine.push_back(cases::laid_out(cases::input_for(c, me, k + 1), c.contiguous));
     at::Tensor out = cases::laid_out(at::zeros(c.shape, at::TensorOptions(c.dtype)), c.contiguous);
     dist::reduce_scatter(out, mine, c.op);
-    const at::Tensor expected = cases::reduce_reference(all_inputs(c, me + 1), c.op);
+    const at::Tensor expected =
+        cases::reduce_reference(cases::inputs_of_every_rank(c, me + 1), c.op);
     EXPECT_TRUE(cases::bit_equal(out, expected)) << "reduce_scatter " << name_of(c);
     at::Tensor from_one = at::zeros_like(out);
     dist::reduce_scatter_tensor(from_one, at::stack(mine), c.op);
@@ -151,7 +144,7 @@ TEST(Process, AllGatherOfLargeBlocksDeliversExactBytes) {
   c.world_size = n;
   c.shape = {300001};  // float: 1.2 MB a rank
   c.data_seed = 7;
-  const auto inputs = all_inputs(c);
+  const auto inputs = cases::inputs_of_every_rank(c);
   const at::Tensor mine = cases::laid_out(inputs[me], /*contiguous=*/true);
   const auto gathered = dist::all_gather(mine);
   at::Tensor block = at::empty({n * c.shape[0]}, mine.options());
@@ -167,7 +160,7 @@ TEST(Process, DataMovementDeliversExactBytes) {
   const int me = dist::get_rank();
   const int n = dist::get_world_size();
   for (const auto& c : grid({""})) {
-    const auto inputs = all_inputs(c);
+    const auto inputs = cases::inputs_of_every_rank(c);
     at::Tensor b = cases::laid_out(inputs[me], c.contiguous);
     dist::broadcast(b, c.root);
     EXPECT_TRUE(cases::bit_equal(b, inputs[c.root])) << "broadcast " << name_of(c);
