@@ -7,6 +7,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "testing/collective_calls.h"
+
 namespace work_kinds {
 namespace {
 
@@ -44,73 +46,37 @@ Waiting all_reduce_strided(const GroupPtr& group) {
           }};
 }
 
-Waiting broadcast_from_the_late_rank(const GroupPtr& group) {
-  auto data = std::make_shared<at::Tensor>(filled(group));
-  return {dist::broadcast_async(*data, group->global_rank_of(1), group),
-          [data] { return all_equal(*data, 2); }};
+// A collective as collective_calls.h describes it, on the two ranks: the
+// waiter's inputs are 1s, the late rank's 2s (a list's k-th adds 10 * k),
+// and where the call has a root, the waiter receives.
+at::Tensor input_of(int group_rank, int k) {
+  return at::full({kNumel}, (group_rank == 0 ? 1.0 : 2.0) + 10.0 * k);
 }
 
-Waiting reduce_to_the_waiter(const GroupPtr& group) {
-  auto data = std::make_shared<at::Tensor>(filled(group));
-  return {dist::reduce_async(*data, group->global_rank_of(0), "sum", group),
-          [data] { return all_equal(*data, 3); }};
+bool same_values(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& expected) {
+  if (got.size() != expected.size()) return false;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!got[i].equal(expected[i])) return false;
+  }
+  return true;
 }
 
-bool ones_then_twos(const std::vector<at::Tensor>& outputs) {
-  return outputs.size() == 2 && all_equal(outputs[0], 1) && all_equal(outputs[1], 2);
-}
-
-Waiting all_gather(const GroupPtr& group) {
-  auto outputs = std::make_shared<std::vector<at::Tensor>>();
-  return {dist::all_gather_async(*outputs, filled(group), group),
-          [outputs] { return ones_then_twos(*outputs); }};
-}
-
-Waiting all_gather_into_tensor(const GroupPtr& group) {
-  auto output = std::make_shared<at::Tensor>(at::zeros({2 * kNumel}));
-  return {dist::all_gather_into_tensor_async(*output, filled(group), group),
-          [output] { return ones_then_twos(output->split(kNumel)); }};
-}
-
-Waiting gather_to_the_waiter(const GroupPtr& group) {
-  auto outputs = std::make_shared<std::vector<at::Tensor>>();
-  return {dist::gather_async(*outputs, filled(group), group->global_rank_of(0), group),
-          [outputs] { return ones_then_twos(*outputs); }};
-}
-
-Waiting scatter_from_the_late_rank(const GroupPtr& group) {
-  auto data = std::make_shared<at::Tensor>(at::zeros({kNumel}));
-  std::vector<at::Tensor> pieces;
-  if (group->rank() == 1) pieces = {at::full({kNumel}, 10.0), at::full({kNumel}, 20.0)};
-  return {dist::scatter_async(*data, pieces, group->global_rank_of(1), group),
-          [data] { return all_equal(*data, 10); }};
-}
-
-Waiting reduce_scatter(const GroupPtr& group) {
-  auto output = std::make_shared<at::Tensor>(at::zeros({kNumel}));
-  return {dist::reduce_scatter_async(*output, {filled(group), filled(group)}, "sum", group),
-          [output] { return all_equal(*output, 3); }};
-}
-
-Waiting reduce_scatter_tensor(const GroupPtr& group) {
-  auto output = std::make_shared<at::Tensor>(at::zeros({kNumel}));
-  const at::Tensor input = at::full({2 * kNumel}, value_of(group));
-  return {dist::reduce_scatter_tensor_async(*output, input, "sum", group),
-          [output] { return all_equal(*output, 3); }};
-}
-
-// Rank r sends 10 * (its value) + s to rank s.
-Waiting all_to_all(const GroupPtr& group) {
-  auto outputs = std::make_shared<std::vector<at::Tensor>>(
-      std::vector<at::Tensor>{at::zeros({kNumel}), at::zeros({kNumel})});
-  const double base = 10 * value_of(group);
-  const std::vector<at::Tensor> inputs = {at::full({kNumel}, base), at::full({kNumel}, base + 1)};
-  return {dist::all_to_all_async(*outputs, inputs, group),
-          [outputs] { return all_equal((*outputs)[0], 10) && all_equal((*outputs)[1], 20); }};
-}
-
-Waiting barrier(const GroupPtr& group) {
-  return {dist::barrier_async(group), [] { return true; }};
+Kind described(const collective_calls::Collective& collective) {
+  using collective_calls::Root;
+  const int root = collective.root == Root::kSends ? 1 : 0;
+  std::string name = collective.name;
+  if (collective.root == Root::kSends) name += " from the late rank";
+  if (collective.root == Root::kReceives) name += " to the waiter";
+  return simple(std::move(name), [collective, root](const GroupPtr& group) {
+    const int me = group->rank();
+    auto buffers =
+        std::make_shared<collective_calls::Buffers>(collective.prepare(input_of, me, 2, root));
+    dist::WorkPtr work = collective.start(*buffers, root, group);
+    return Waiting{work, [collective, buffers, me, root] {
+                     return same_values(collective.results(*buffers),
+                                        collective.expected(input_of, me, 2, root));
+                   }};
+  });
 }
 
 // The waiter receives: a small send may complete before it is received
@@ -150,23 +116,16 @@ Kind node_shared_mean() {
 }  // namespace
 
 std::vector<Kind> all_kinds() {
-  return {
-      simple("all_reduce", [](const GroupPtr& g) { return all_reduce(g, "sum", 3); }),
+  std::vector<Kind> kinds = {
       simple("all_reduce mean", [](const GroupPtr& g) { return all_reduce(g, "mean", 1.5); }),
       simple("all_reduce of a strided tensor", all_reduce_strided),
-      simple("broadcast from the late rank", broadcast_from_the_late_rank),
-      simple("reduce to the waiter", reduce_to_the_waiter),
-      simple("all_gather", all_gather),
-      simple("all_gather_into_tensor", all_gather_into_tensor),
-      simple("gather to the waiter", gather_to_the_waiter),
-      simple("scatter from the late rank", scatter_from_the_late_rank),
-      simple("reduce_scatter", reduce_scatter),
-      simple("reduce_scatter_tensor", reduce_scatter_tensor),
-      simple("all_to_all", all_to_all),
-      simple("barrier", barrier),
       point_to_point(simple("recv from the late rank", recv_from_the_late_rank)),
       node_shared_mean(),
   };
+  for (const auto& collective : collective_calls::all_collectives()) {
+    kinds.push_back(described(collective));
+  }
+  return kinds;
 }
 
 bool names_only_rank(const std::string& message, int rank, int world_size) {
