@@ -20,9 +20,10 @@ const char* kUsage =
     "                     [--monitor-interval S] [--heartbeat-timeout S] [--stall-timeout S]\n"
     "                     [--] PROGRAM [ARGS...]";
 
-// `value` as a Number in [low, high]: a whole number, or seconds.
+// `value` as a Number in [low, high] (a whole number, or seconds), or
+// nullopt when it is not one.
 template <typename Number>
-Number number_in(const std::string& flag, const std::string& value, Number low, Number high) {
+std::optional<Number> parsed_in(const std::string& value, Number low, Number high) {
   size_t used = 0;
   Number n{};
   try {
@@ -32,15 +33,20 @@ Number number_in(const std::string& flag, const std::string& value, Number low, 
       n = std::stod(value, &used);
     }
   } catch (const std::exception&) {
-    used = 0;
+    return std::nullopt;
   }
-  if (used != value.size() || value.empty() || !(n >= low && n <= high)) {
-    std::ostringstream range;
-    range << (std::is_integral_v<Number> ? "a whole number" : "seconds") << " in [" << low << ", "
-          << high << "]";
-    throw std::invalid_argument(flag + " " + value + ": expected " + range.str() + "\n" + kUsage);
-  }
+  if (used != value.size() || !(n >= low && n <= high)) return std::nullopt;
   return n;
+}
+
+// parsed_in, or the usage with what `flag` expected.
+template <typename Number>
+Number number_in(const std::string& flag, const std::string& value, Number low, Number high) {
+  if (const auto n = parsed_in(value, low, high)) return *n;
+  std::ostringstream range;
+  range << (std::is_integral_v<Number> ? "a whole number" : "seconds") << " in [" << low << ", "
+        << high << "]";
+  throw std::invalid_argument(flag + " " + value + ": expected " + range.str() + "\n" + kUsage);
 }
 
 // --nnodes N or MIN:MAX.
@@ -148,15 +154,7 @@ std::map<std::string, std::string> rank_environment(const Plan& plan, int local_
   return env;
 }
 
-std::optional<int> port_number(const std::string& text) {
-  try {
-    size_t used = 0;
-    const int port = std::stoi(text, &used);
-    if (used == text.size() && port > 0 && port <= 65535) return port;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
-}
+std::optional<int> port_number(const std::string& text) { return parsed_in(text, 1, 65535); }
 
 int free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
