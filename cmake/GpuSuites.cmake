@@ -59,7 +59,7 @@ target_link_libraries(train PRIVATE dist_engine dist_engine_sim ZLIB::ZLIB)
 
 dist_engine_sources(bench_sources ${DIST_ENGINE_BENCH_SOURCES})
 add_library(dist_engine_bench STATIC ${bench_sources})
-target_link_libraries(dist_engine_bench PUBLIC dist_engine dist_engine_sim)
+target_link_libraries(dist_engine_bench PUBLIC dist_engine_test_support)
 foreach(tool IN ITEMS collectives ddp_step sharded_step)
   add_executable(${tool} tools/bench/${tool}_main.cc)
   target_link_libraries(${tool} PRIVATE dist_engine_bench)

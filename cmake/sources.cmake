@@ -404,6 +404,8 @@ set(DIST_ENGINE_LAUNCH_SOURCES
 set(DIST_ENGINE_TEST_SUPPORT_SOURCES
     testing/cases.cc
     testing/cases.h
+    testing/collective_calls.cc
+    testing/collective_calls.h
     testing/harness.cc
     testing/harness.h
     testing/io/failing_file_system.cc

@@ -12,8 +12,9 @@
 // buffers a rank passes, the call, and what each rank of the group holds
 // after it, computed serially from every rank's inputs. Reductions sum
 // (the reduction suites cover the other ops). Used by the Work-kinds list
-// (work_kinds.h) and by the property that every collective gives every
-// member of any group its serial result (testing/dist).
+// (work_kinds.h), by the property that every collective gives every
+// member of any group its serial result (testing/dist), and by the
+// collectives benchmark (tools/bench/descriptor.h).
 namespace collective_calls {
 
 // Group rank `group_rank`'s `k`-th input (k is 0 for calls with one input,

@@ -114,7 +114,7 @@ Row measure(const bench::Descriptor& d, const Args& args, int64_t bytes, int ran
   bench::Buffers fresh = bench::on_device(d.make(rank, n, bytes), device);
   d.run(fresh);
   at::Tensor wrong =
-      at::full({1}, d.count_wrong(bench::on_device(fresh, at::kCPU), rank, n), at::kLong);
+      at::full({1}, d.count_wrong(bench::on_device(fresh, at::kCPU), rank, n, bytes), at::kLong);
   dist::all_reduce_anywhere(wrong, "sum");
 
   const double t = slowest[0].item<double>();

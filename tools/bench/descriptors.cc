@@ -1,124 +1,76 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange.h>
-#include <ATen/ops/cat.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 
-#include "engine/dist/dist.h"
+#include <algorithm>
+#include <stdexcept>
+
 #include "tools/bench/descriptor.h"
 
 namespace bench {
-namespace dist = engine::dist;
 namespace {
 
-// Values are small integers, so every sum over up to 8 ranks is exact in float.
-at::Tensor pattern(int64_t count, int64_t salt) {
-  return at::arange(count, at::kLong).add_(salt).remainder_(7).sub_(3).to(at::kFloat);
-}
+using collective_calls::Collective;
 
-int64_t wrong(const at::Tensor& got, const at::Tensor& expected) {
-  return got.ne(expected).sum().item<int64_t>();
+// Rank `salt`'s values: small integers that depend on the position and,
+// disjointly, on the salt, so that a block from the wrong rank or place
+// shows. Every sum over up to 64 ranks is exact in float.
+at::Tensor pattern(int64_t count, int64_t salt) {
+  return at::arange(count, at::kLong).add_(salt).remainder_(7).add_(8 * salt - 3).to(at::kFloat);
 }
 
 int64_t floats(int64_t bytes) { return std::max<int64_t>(bytes / 4, 1); }
-
-at::Tensor sum_of_patterns(int64_t count, int n, int64_t salt) {
-  at::Tensor total = at::zeros({count});
-  for (int r = 0; r < n; ++r) total.add_(pattern(count, r + salt));
-  return total;
-}
 
 double all_reduce_factor(int n) { return 2.0 * (n - 1) / n; }
 double gather_factor(int n) { return static_cast<double>(n - 1) / n; }
 double one(int) { return 1.0; }
 
-Descriptor all_reduce() {
-  return {"all_reduce", all_reduce_factor,
-          [](int rank, int, int64_t bytes) { return Buffers{pattern(floats(bytes), rank)}; },
-          [](Buffers& b) { dist::all_reduce(b.input); },
-          [](const Buffers& b, int, int n) {
-            return wrong(b.input, sum_of_patterns(b.input.numel(), n, 0));
-          }};
+// A benchmarked collective: its name in the benchmark's tables, the tests'
+// description it runs, and whether S is split into one block per rank.
+struct Benchmarked {
+  const char* name;
+  const char* call;
+  double (*busbw_factor)(int n);
+  bool block_per_rank;
+};
+
+constexpr Benchmarked kBenchmarked[] = {
+    {"all_reduce", "all_reduce", all_reduce_factor, false},
+    {"broadcast", "broadcast", one, false},
+    {"reduce", "reduce", one, false},
+    {"all_gather", "all_gather_into_tensor", gather_factor, true},
+    {"reduce_scatter", "reduce_scatter", gather_factor, true},
+    {"reduce_scatter_tensor", "reduce_scatter_tensor", gather_factor, true},
+    {"all_to_all", "all_to_all", gather_factor, true},
+};
+
+const Collective& described(const std::string& name) {
+  const auto& all = collective_calls::all_collectives();
+  const auto found =
+      std::find_if(all.begin(), all.end(), [&](const Collective& c) { return c.name == name; });
+  if (found == all.end()) throw std::logic_error("no description of the collective " + name);
+  return *found;
 }
 
-Descriptor broadcast() {
-  return {"broadcast", one,
-          [](int rank, int, int64_t bytes) {
-            return Buffers{rank == 0 ? pattern(floats(bytes), 11) : at::zeros({floats(bytes)})};
-          },
-          [](Buffers& b) { dist::broadcast(b.input, 0); },
-          [](const Buffers& b, int, int) { return wrong(b.input, pattern(b.input.numel(), 11)); }};
+// Every rank's inputs for S = `bytes` in a world of `n`.
+collective_calls::Inputs inputs(const Benchmarked& b, int n, int64_t bytes) {
+  const int64_t count = floats(b.block_per_rank ? bytes / n : bytes);
+  return [count, n](int rank, int k) { return pattern(count, int64_t{rank} * n + k); };
 }
 
-Descriptor reduce() {
-  return {"reduce", one,
-          [](int rank, int, int64_t bytes) { return Buffers{pattern(floats(bytes), rank)}; },
-          [](Buffers& b) { dist::reduce(b.input, 0); },
-          [](const Buffers& b, int rank, int n) {
-            const int64_t count = b.input.numel();
-            return wrong(b.input, rank == 0 ? sum_of_patterns(count, n, 0) : pattern(count, rank));
-          }};
-}
-
-Descriptor all_gather() {
-  return {"all_gather", gather_factor,
-          [](int rank, int n, int64_t bytes) {
-            Buffers b;
-            b.input = pattern(floats(bytes / n), rank);
-            b.output = at::empty({b.input.numel() * n});
-            return b;
+Descriptor descriptor(const Benchmarked& b) {
+  const Collective& call = described(b.call);
+  return {b.name, b.busbw_factor,
+          [b, &call](int rank, int n, int64_t bytes) {
+            return call.prepare(inputs(b, n, bytes), rank, n, 0);
           },
-          // Into one preallocated tensor, as MPI_Allgather fills its buffer.
-          [](Buffers& b) { dist::all_gather_into_tensor(b.output, b.input); },
-          [](const Buffers& b, int, int n) {
-            int64_t total = 0;
-            const auto parts = b.output.chunk(n);
-            for (int r = 0; r < n; ++r) total += wrong(parts[r], pattern(b.input.numel(), r));
-            return total;
-          }};
-}
-
-// The list form, or (`one_tensor`) the form that reads every block from one
-// input tensor, as FSDP's gradient reduction calls it.
-Descriptor reduce_scatter(bool one_tensor) {
-  return {one_tensor ? "reduce_scatter_tensor" : "reduce_scatter", gather_factor,
-          [one_tensor](int rank, int n, int64_t bytes) {
-            Buffers b;
-            const int64_t count = floats(bytes / n);
-            for (int k = 0; k < n; ++k) b.inputs.push_back(pattern(count, rank + 10 * k));
-            if (one_tensor) b.input = at::cat(b.inputs);
-            b.output = at::zeros({count});
-            return b;
-          },
-          [one_tensor](Buffers& b) {
-            if (one_tensor) {
-              dist::reduce_scatter_tensor(b.output, b.input);
-            } else {
-              dist::reduce_scatter(b.output, b.inputs);
-            }
-          },
-          [](const Buffers& b, int rank, int n) {
-            return wrong(b.output, sum_of_patterns(b.output.numel(), n, 10 * rank));
-          }};
-}
-
-Descriptor all_to_all() {
-  return {"all_to_all", gather_factor,
-          [](int rank, int n, int64_t bytes) {
-            Buffers b;
-            const int64_t count = floats(bytes / n);
-            for (int k = 0; k < n; ++k) {
-              b.inputs.push_back(pattern(count, rank * n + k));
-              b.outputs.push_back(at::zeros({count}));
-            }
-            return b;
-          },
-          [](Buffers& b) { dist::all_to_all(b.outputs, b.inputs); },
-          [](const Buffers& b, int rank, int n) {
-            int64_t total = 0;
-            for (int s = 0; s < n; ++s)
-              total += wrong(b.outputs[s], pattern(b.outputs[s].numel(), s * n + rank));
-            return total;
+          [&call](Buffers& buffers) { call.start(buffers, 0, nullptr)->wait(); },
+          [b, &call](const Buffers& buffers, int rank, int n, int64_t bytes) {
+            const auto got = call.results(buffers);
+            const auto expected = call.expected(inputs(b, n, bytes), rank, n, 0);
+            int64_t wrong = 0;
+            for (size_t i = 0; i < got.size(); ++i)
+              wrong += got[i].ne(expected.at(i)).sum().item<int64_t>();
+            return wrong;
           }};
 }
 
@@ -131,13 +83,14 @@ Buffers on_device(const Buffers& buffers, at::Device device) {
     for (const auto& t : list) out.push_back(move(t));
     return out;
   };
-  return {move(buffers.input), move_all(buffers.inputs), move_all(buffers.outputs),
-          move(buffers.output)};
+  return {move(buffers.tensor), move_all(buffers.inputs), move(buffers.output),
+          move_all(buffers.outputs)};
 }
 
 std::vector<Descriptor> all_descriptors() {
-  return {all_reduce(),          broadcast(),          reduce(),    all_gather(),
-          reduce_scatter(false), reduce_scatter(true), all_to_all()};
+  std::vector<Descriptor> out;
+  for (const auto& b : kBenchmarked) out.push_back(descriptor(b));
+  return out;
 }
 
 }  // namespace bench

@@ -64,26 +64,26 @@ Args parse(int argc, char** argv) {
 std::function<void(bench::Buffers&)> plain_mpi(const std::string& op) {
   if (op == "all_reduce") {
     return [](bench::Buffers& b) {
-      MPI_Allreduce(MPI_IN_PLACE, b.input.data_ptr(), static_cast<int>(b.input.numel()), MPI_FLOAT,
-                    MPI_SUM, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, b.tensor.data_ptr(), static_cast<int>(b.tensor.numel()),
+                    MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     };
   }
   if (op == "broadcast") {
     return [](bench::Buffers& b) {
-      MPI_Bcast(b.input.data_ptr(), static_cast<int>(b.input.numel()), MPI_FLOAT, 0,
+      MPI_Bcast(b.tensor.data_ptr(), static_cast<int>(b.tensor.numel()), MPI_FLOAT, 0,
                 MPI_COMM_WORLD);
     };
   }
   if (op == "all_gather") {
     return [](bench::Buffers& b) {
-      const int count = static_cast<int>(b.input.numel());
-      MPI_Allgather(b.input.data_ptr(), count, MPI_FLOAT, b.output.data_ptr(), count, MPI_FLOAT,
+      const int count = static_cast<int>(b.tensor.numel());
+      MPI_Allgather(b.tensor.data_ptr(), count, MPI_FLOAT, b.output.data_ptr(), count, MPI_FLOAT,
                     MPI_COMM_WORLD);
     };
   }
   if (op == "reduce_scatter_tensor") {
     return [](bench::Buffers& b) {
-      MPI_Reduce_scatter_block(b.input.data_ptr(), b.output.data_ptr(),
+      MPI_Reduce_scatter_block(b.tensor.data_ptr(), b.output.data_ptr(),
                                static_cast<int>(b.output.numel()), MPI_FLOAT, MPI_SUM,
                                MPI_COMM_WORLD);
     };
@@ -125,7 +125,7 @@ long long wrong_after(const std::function<void(bench::Buffers&)>& run, const ben
                       int64_t bytes, int rank, int n) {
   bench::Buffers fresh = d.make(rank, n, bytes);
   run(fresh);
-  long long wrong = d.count_wrong(fresh, rank, n);
+  long long wrong = d.count_wrong(fresh, rank, n, bytes);
   MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   return wrong;
 }

@@ -33,10 +33,11 @@ GROUPS = {
     "DIST_ENGINE_SIM_SOURCES": "//sim:sim",
     "DIST_ENGINE_LAUNCH_SOURCES": "deps(//tools/launch:engine-launch) intersect //tools/launch:all",
     # What the GPU runner's suites (cmake/gpu_suites.cmake) link besides the
-    # engine: the test harness, the generators of cases, the seed policy.
+    # engine: the test harness, the generators of cases, the seed policy,
+    # and the collectives' descriptions, which the benchmark runs too.
     "DIST_ENGINE_TEST_SUPPORT_SOURCES": " + ".join([
         "//testing:harness", "//testing:repro", "//testing:test_main", "//testing:suite_source",
-        "//testing:cases",
+        "//testing:cases", "//testing:collective_calls",
         "//testing:pairwise", "//testing/io:failing_file_system",
         "//testing/model:training_cases",
         "//testing/process:verdict", "//third_party/system:rapidcheck",
