@@ -1,8 +1,9 @@
 // The LibTorch headers that many of the engine's sources include, compiled
 // once per configuration (bazel/pch.bzl) under --config=pch and loaded by
 // every target of bazel/cc.bzl's rules before its own code, so that no
-// source parses them again. Sources still include what they use: without
-// --config=pch this header is never seen.
+// source parses them again; the CMake build precompiles it too
+// (dist_engine_pch in CMakeLists.txt). Sources still include what they use:
+// without a precompiled header this one is never seen.
 #ifndef DIST_ENGINE_BAZEL_ENGINE_PCH_H_
 #define DIST_ENGINE_BAZEL_ENGINE_PCH_H_
 

@@ -68,3 +68,6 @@ endforeach()
 dist_engine_sources(cross_check_sources ${DIST_ENGINE_CROSS_CHECK_SOURCES})
 add_executable(cross_check ${cross_check_sources})
 target_link_libraries(cross_check PRIVATE dist_engine_bench)
+
+dist_engine_use_pch(dist_engine_test_support gpu_suites ddp_equivalence nccl_backend_test
+  unit_tests train dist_engine_bench collectives ddp_step sharded_step cross_check)
