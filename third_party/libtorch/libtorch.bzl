@@ -73,7 +73,8 @@ def _official_package(ctx):
     if not home or not home.get_child("include").exists:
         ctx.file("official/BUILD", "fail(%r)\n" % (
             "no official LibTorch: run `bash tools/setup.sh` (it installs the pinned " +
-            "torch wheel into .venv) or set --repo_env=LIBTORCH_HOME=/path/to/libtorch"
+            "torch wheel into .venv), then `bazel shutdown` (this repository is looked " +
+            "for again when the server starts); or set --repo_env=LIBTORCH_HOME=/path/to/libtorch"
         ))
         return
     for name in _HEADER_DIRS:
