@@ -3,7 +3,12 @@
 // autocast and nesting; and the graph it leaves holds nothing of the body.
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/cuda.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <memory>
 #include <optional>

@@ -1,6 +1,6 @@
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/device.h>
 
